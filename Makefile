@@ -1,0 +1,44 @@
+# One command to serve, one to test. Both build everything they need on a fresh machine.
+PY      ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+HOST    ?= 127.0.0.1
+PORT    ?= 8000
+# torch is installed first and pinned: the CPU wheel lies on local disk; an unpinned torch pulls a CUDA build.
+TORCH   ?= torch==2.13.0
+STAMP   := $(VENV)/.installed
+
+.PHONY: serve test bench setup db system-deps editor clean
+
+serve: setup db
+	$(BIN)/course serve --host $(HOST) --port $(PORT)
+
+test: setup system-deps db
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: setup db
+	$(BIN)/python -m bench
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+db: setup
+	$(BIN)/course db upgrade
+
+# What the tests need from Debian: Chromium for browser tests, libseccomp for the sandbox filter.
+system-deps:
+	@command -v chromium >/dev/null 2>&1 && test -e /usr/lib/x86_64-linux-gnu/libseccomp.so.2 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libseccomp2 >/dev/null)
+
+# Rebuild the bundled CodeMirror editor into static/ (needs npm; the bundle is committed).
+editor:
+	cd static/editor-src && npm ci --no-audit --no-fund && npm run build
+
+clean:
+	rm -rf $(VENV) var/*.db

@@ -1,0 +1,18 @@
+"""The `course` command. Each subcommand lives in its own module in this package."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Devices and Tensor Placement: serve the course, check content, grade and run code in the sandbox."""
+
+
+def _register() -> None:
+    """Attach every subcommand; a module per command keeps each concern in one place."""
+    # (each subcommand module adds its import + main.add_command line below)
+
+
+_register()

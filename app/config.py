@@ -1,0 +1,100 @@
+"""The one settings object. Every value comes from the environment with the prefix COURSE_."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app import ROOT
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+# Shipped so `make serve` works out of the box; refused outside development (see check_secret).
+DEFAULT_SECRET = "dev-insecure-change-me"
+
+
+class Settings(BaseSettings):
+    """Configuration for the site, the runner and the sandbox.
+
+    Each field is one environment variable: `COURSE_` + the field name in capitals. The README's settings table
+    is checked against this class by a test, so a new field needs a line there too.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="COURSE_", extra="ignore")
+
+    # --- site
+    env: Literal["development", "production", "test"] = "development"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    secret_key: str = DEFAULT_SECRET
+    database_url: str = f"sqlite:///{ROOT / 'var' / 'course.db'}"
+    lessons_dir: Path = ROOT / "lessons"
+    exercises_dir: Path = ROOT / "exercises"
+    templates_dir: Path = ROOT / "templates"
+    static_dir: Path = ROOT / "static"
+    # requests per minute per client address; guessing passwords should be slow
+    login_rate_limit: str = "10/minute"
+    signup_rate_limit: str = "5/minute"
+    # submissions per minute per learner; a person rarely runs code more than once every few seconds
+    submission_rate_limit: str = "30/minute"
+    # characters; a comment is a message, not an essay
+    comment_max_chars: int = 5000
+
+    # --- runner (the queue in front of the sandbox)
+    runner: Literal["local", "celery"] = "local"
+    # jobs running at once; more than the core count only adds contention
+    runner_concurrency: int = 2
+    # jobs waiting beyond those running; past this, submit() refuses with "busy, retry in N s"
+    runner_queue_size: int = 32
+    celery_broker_url: str = "redis://127.0.0.1:6379/0"
+
+    # --- sandbox limits, per job
+    # seconds of wall clock; a tiny training step takes well under one
+    sandbox_wall_s: float = 10.0
+    # seconds of CPU time
+    sandbox_cpu_s: int = 10
+    # bytes of memory (cgroup limit where available, address-space rlimit otherwise)
+    sandbox_memory_bytes: int = 1024 * MiB
+    # processes and threads
+    sandbox_pids: int = 64
+    # bytes of stdout+stderr; a learner's program rarely prints more
+    sandbox_output_bytes: int = 1 * MiB
+    # bytes of source code accepted
+    sandbox_source_bytes: int = 64 * KiB
+    # bytes of private tmpfs per job (/tmp, /var/tmp, /dev/shm each)
+    sandbox_tmpfs_bytes: int = 64 * MiB
+    # pre-forked isolated children kept waiting for code
+    sandbox_prefork: int = 2
+    # first uid of the unprivileged per-slot users
+    sandbox_uid_base: int = 64000
+    # run code even where no isolation is possible; development only, and loudly logged
+    sandbox_unsafe_dev: bool = False
+
+    @model_validator(mode="after")
+    def check_secret(self) -> "Settings":
+        """Refuse to run outside development with the shipped secret."""
+        if self.env == "production" and self.secret_key == DEFAULT_SECRET:
+            raise ValueError(
+                "COURSE_SECRET_KEY is the shipped development default; set it to a long random string "
+                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(48))'`) before running in production"
+            )
+        return self
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """Return the settings read from the environment (cached)."""
+    return Settings()
+
+
+def field_env_names() -> list[str]:
+    """Return every environment variable the settings read, for the docs test."""
+    return [f"COURSE_{name.upper()}" for name in Settings.model_fields]
+
+
+__all__ = ["Settings", "get_settings", "field_env_names", "DEFAULT_SECRET"]

@@ -1,0 +1,44 @@
+"""Code that runs INSIDE the sandbox. It imports nothing from `app` outside this package.
+
+`main(payload, report_fd)` is what a sandboxed child calls once it is isolated. The fork server imports this
+package before forking, so the child never needs to read project files (which its mount namespace hides).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+
+def _print_learner_traceback(exc: BaseException, filename: str) -> None:
+    """Print a traceback that starts at the learner's own file: the sandbox's frames are noise to them."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
+
+def run_plain(code: str, filename: str) -> int:
+    """Run code as `__main__` under filename; return the process exit code."""
+    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    try:
+        exec(compile(code, filename, "exec"), namespace)
+    except SystemExit as exc:
+        code_ = exc.code
+        return code_ if isinstance(code_, int) else (0 if code_ is None else 1)
+    except BaseException as exc:  # the learner's error: show it, exit 1 like python would
+        _print_learner_traceback(exc, filename)
+        return 1
+    return 0
+
+
+def main(payload: dict, report_fd: int | None) -> int:
+    """Run one job described by payload; return the exit code. Grading mode is added by the grading harness."""
+    filename = payload.get("filename", "main.py")
+    if report_fd is not None:
+        os.close(report_fd)  # plain runs report nothing beyond their output
+    status = run_plain(payload["code"], filename)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return status
