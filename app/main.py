@@ -5,19 +5,32 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
+from app.web import lessons, templating
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Create the site: routers, static files, middleware, and the runner's lifespan."""
+def create_app(settings: Settings | None = None, *, watch_content: bool = False) -> FastAPI:
+    """Create the site: routers, static files, middleware, and the runner's lifespan.
+
+    Lessons are parsed once here (production refuses broken content: ContentInvalid); `watch_content` reloads
+    them while the app runs (`course serve --reload`).
+    """
     settings = settings or get_settings()
+    templating.configure(settings, auto_reload=True if watch_content else None)
+    course = lessons.load_site_course(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         # Start-up: things that need the event loop (the sandbox runner) are started here and stopped after.
-        yield
+        async with lessons.content_watcher(app, settings, watch_content):
+            yield
 
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan)
     app.state.settings = settings
+    app.state.course = course
+    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    app.add_exception_handler(404, lessons.not_found)
+    app.include_router(lessons.router)
     return app

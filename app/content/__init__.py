@@ -1,0 +1,1 @@
+"""Course content: lessons (Markdown + front matter) and exercises, loaded, rendered and checked."""

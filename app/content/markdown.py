@@ -1,0 +1,190 @@
+"""Markdown to HTML: the one renderer for lessons and exercise prompts.
+
+markdown-it-py (CommonMark + tables) with mdit-py-plugins for front matter, admonitions (`!!! tip "Title"`) and
+heading anchors. Code is highlighted on the server by Pygments, so pages need no JavaScript to look right.
+Two fenced-block extensions:
+
+- ```` ```{exercise} same-device ```` places an exercise panel (MyST-style directive); the renderer leaves a
+  marker that `split_parts` turns into a separate part, so the panel stays a live template.
+- ```` ```python runnable ```` marks a block that `course check` and the tests run on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.admon import admon_plugin
+from mdit_py_plugins.anchors import anchors_plugin
+from mdit_py_plugins.front_matter import front_matter_plugin
+from pygments import highlight as pygments_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+DIRECTIVE = re.compile(r"^\{(?P<name>[a-z][a-z0-9-]*)\}\s*(?P<arg>.*)$")
+EXERCISE_MARKER = re.compile(r"<!--exercise:([a-z0-9-]+)-->\n?")
+RUNNABLE_FLAG = "runnable"
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """A fenced code block as written in the source; line is 1-based, of the opening fence."""
+
+    lang: str
+    code: str
+    line: int
+    runnable: bool
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    id: str
+    text: str
+    line: int
+
+
+@dataclass
+class Facts:
+    """What the validator needs to know about one Markdown document, gathered while parsing."""
+
+    headings: list[Heading] = field(default_factory=list)
+    links: list[tuple[str, int]] = field(default_factory=list)  # (href, line)
+    code_blocks: list[CodeBlock] = field(default_factory=list)
+    directives: list[tuple[str, str, int]] = field(default_factory=list)  # (name, argument, line)
+    front_matter: tuple[str, int] | None = None  # (YAML text, line of the opening ---)
+
+
+def parse_info(info: str) -> tuple[str, set[str]]:
+    """Split a fence's info string into its language and its flags (`python runnable` -> python, {runnable})."""
+    words = info.split()
+    return (words[0].lower() if words else ""), set(words[1:])
+
+
+def highlight_code(code: str, lang: str) -> str:
+    """Return Pygments HTML for code; unknown languages are shown as plain text."""
+    try:
+        lexer = get_lexer_by_name(lang or "text")
+    except ClassNotFound:
+        lexer = get_lexer_by_name("text")
+    out = pygments_highlight(code, lexer, HtmlFormatter(cssclass="highlight", wrapcode=True))
+    # a scrollable region must be reachable by keyboard (axe: scrollable-region-focusable)
+    return out.replace("<pre>", '<pre tabindex="0">', 1)
+
+
+def _render_fence(self, tokens: list[Token], idx: int, options, env) -> str:
+    token = tokens[idx]
+    directive = DIRECTIVE.match(token.info.strip())
+    if directive:
+        if directive["name"] == "exercise":
+            return f"<!--exercise:{html.escape(directive['arg'].strip())}-->\n"
+        return ""  # unknown directives are reported by `course check`, never shown
+    lang, flags = parse_info(token.info)
+    body = highlight_code(token.content, lang)
+    label = f'<span class="code-lang">{html.escape(lang)}</span>' if lang else ""
+    if RUNNABLE_FLAG in flags:
+        label += '<span class="code-runnable">runs on CPU, tested</span>'
+    head = f'<div class="code-head">{label}</div>' if label else ""
+    return f'<div class="code-block">{head}{body}</div>\n'
+
+
+def _render_admonition_open(self, tokens: list[Token], idx: int, options, env) -> str:
+    # an admonition is an aside to the text; role=note tells screen readers so
+    return f'<aside class="{html.escape(tokens[idx].attrGet("class") or "admonition")}" role="note">\n'
+
+
+def _render_admonition_close(self, tokens, idx, options, env) -> str:
+    return "</aside>\n"
+
+
+@lru_cache(maxsize=1)
+def markdown() -> MarkdownIt:
+    """Return the configured parser (built once; markdown-it parsers are reusable)."""
+    md = (
+        MarkdownIt("commonmark", {"html": False, "typographer": False})
+        .enable("table")
+        .use(front_matter_plugin)
+        .use(admon_plugin)
+        .use(anchors_plugin, min_level=2, max_level=4)
+    )
+    md.add_render_rule("fence", _render_fence)
+    md.add_render_rule("admonition_open", _render_admonition_open)
+    md.add_render_rule("admonition_close", _render_admonition_close)
+    return md
+
+
+def _inline_text(token: Token) -> str:
+    return "".join(c.content for c in token.children or [] if c.type in ("text", "code_inline"))
+
+
+def _link_line(inline: Token, href: str, lines: list[str]) -> int:
+    """Return the 1-based source line of a link inside an inline block (the block's first line if not found)."""
+    start, end = inline.map or (0, 1)
+    for number in range(start, min(end, len(lines))):
+        if f"]({href}" in lines[number] or f"<{href}>" in lines[number]:
+            return number + 1
+    return start + 1
+
+
+def collect_facts(tokens: list[Token], source: str) -> Facts:
+    """Gather headings, links, code blocks, directives and front matter from a token stream."""
+    facts, lines = Facts(), source.splitlines()
+    for i, tok in enumerate(tokens):
+        line = tok.map[0] + 1 if tok.map else 0
+        if tok.type == "front_matter":
+            facts.front_matter = (tok.content, line)
+        elif tok.type == "heading_open":
+            inline = tokens[i + 1]
+            facts.headings.append(Heading(int(tok.tag[1]), str(tok.attrGet("id") or ""), _inline_text(inline), line))
+        elif tok.type == "fence":
+            directive = DIRECTIVE.match(tok.info.strip())
+            if directive:
+                facts.directives.append((directive["name"], directive["arg"].strip(), line))
+            else:
+                lang, flags = parse_info(tok.info)
+                facts.code_blocks.append(CodeBlock(lang, tok.content, line, RUNNABLE_FLAG in flags))
+        elif tok.type == "code_block":
+            facts.code_blocks.append(CodeBlock("", tok.content, line, False))
+        elif tok.type == "inline":
+            for child in tok.children or []:
+                if child.type == "link_open":
+                    href = str(child.attrGet("href") or "")
+                    facts.links.append((href, _link_line(tok, href, lines)))
+    return facts
+
+
+def parse(source: str) -> tuple[list[Token], Facts]:
+    """Parse a Markdown document; return its tokens and the facts the validator checks."""
+    tokens = markdown().parse(source, {})
+    return tokens, collect_facts(tokens, source)
+
+
+def render_tokens(tokens: list[Token]) -> str:
+    """Render parsed tokens to HTML (front matter renders to nothing)."""
+    md = markdown()
+    return md.renderer.render(tokens, md.options, {})
+
+
+def split_parts(rendered: str) -> list[tuple[str, str]]:
+    """Split rendered HTML at exercise markers into ("html", text) and ("exercise", slug) parts."""
+    parts: list[tuple[str, str]] = []
+    pos = 0
+    for m in EXERCISE_MARKER.finditer(rendered):
+        if rendered[pos:m.start()].strip():
+            parts.append(("html", rendered[pos:m.start()]))
+        parts.append(("exercise", m.group(1)))
+        pos = m.end()
+    if rendered[pos:].strip():
+        parts.append(("html", rendered[pos:]))
+    return parts
+
+
+@lru_cache(maxsize=256)
+def render_markdown(source: str) -> str:
+    """Render a short Markdown text (an exercise prompt) to HTML; directives are dropped."""
+    return EXERCISE_MARKER.sub("", render_tokens(markdown().parse(source, {})))

@@ -1,0 +1,172 @@
+"""Static checks of lessons: links and anchors, exercise placement, duplicate slugs, headings, code that compiles.
+
+Each check returns `ContentError`s (file, line, what to fix). Running the runnable blocks is in `runnable.py`,
+because it takes seconds rather than milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from app.content.schema import ContentError
+
+if TYPE_CHECKING:
+    from app.content.course import Course
+    from app.content.lessons import Lesson
+
+# ids the lesson page itself uses (templates/lessons/lesson.html and the partials it includes)
+RESERVED_IDS = {"main", "toc", "external-links", "exercises", "lesson-nav", "progress", "comments"}
+PYTHON_LANGS = {"python", "py", "python3"}
+KNOWN_DIRECTIVES = {"exercise"}
+FM_LINE = re.compile(r"^\s*-\s*(\S+)\s*$")
+
+
+def check_lessons(course: Course, static_dir: Path | None = None) -> list[ContentError]:
+    """Run every static check over the loaded lessons."""
+    errors = check_duplicates(course)
+    for lesson in course.lessons:
+        errors += check_links(course, lesson, static_dir)
+        errors += check_exercises_placed(course, lesson)
+        errors += check_headings(lesson)
+        errors += check_python_compiles(lesson)
+    return errors
+
+
+def check_duplicates(course: Course) -> list[ContentError]:
+    """Two lessons may not share a slug (one URL) or an order (ambiguous previous/next)."""
+    errors = []
+    for attr, what in (("slug", "slug"), ("order", "order")):
+        seen: dict[object, Lesson] = {}
+        for lesson in course.lessons:
+            value = getattr(lesson.meta, attr)
+            if value in seen:
+                errors.append(ContentError(lesson.path, _fm_key_line(lesson, attr),
+                                           f"duplicate {what} `{value}`, also used by {seen[value].path.name}; "
+                                           f"give each lesson its own {what}"))
+            else:
+                seen[value] = lesson
+    return errors
+
+
+def _fm_key_line(lesson: Lesson, key: str) -> int:
+    text, first = lesson.facts.front_matter or ("", 1)
+    for i, line in enumerate(text.splitlines()):
+        if line.startswith(f"{key}:"):
+            return first + 1 + i
+    return first
+
+
+def check_links(course: Course, lesson: Lesson, static_dir: Path | None) -> list[ContentError]:
+    """Internal links must reach a lesson (`/lessons/<slug>`) and, with `#anchor`, one of its headings."""
+    errors = []
+    for href, line in lesson.facts.links:
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc:
+            continue  # external: not fetched here (no network), listed for the instructor to review
+        problem = _link_problem(course, lesson, parts.path, parts.fragment, static_dir)
+        if problem:
+            errors.append(ContentError(lesson.path, line, f"broken link `{href}`: {problem}"))
+    return errors
+
+
+def _link_problem(course: Course, lesson: Lesson, path: str, fragment: str, static_dir: Path | None) -> str:
+    if not path:
+        target = lesson
+    elif path.startswith("/lessons/"):
+        target = course.get(path.removeprefix("/lessons/").strip("/"))
+        if target is None:
+            known = ", ".join(x.slug for x in course.lessons)
+            return f"no lesson with slug `{path.removeprefix('/lessons/')}` (known: {known})"
+    elif path.startswith("/static/"):
+        if static_dir is not None and not (static_dir / path.removeprefix("/static/")).is_file():
+            return f"no file {path.removeprefix('/static/')} under static/"
+        return ""
+    elif path.startswith("/"):
+        return ""  # another page of the site (index, progress, ...)
+    else:
+        return "write links between lessons as `/lessons/<slug>` or `/lessons/<slug>#anchor`"
+    if fragment and fragment not in target.anchors | RESERVED_IDS:
+        return f"lesson `{target.slug}` has no heading with anchor `#{fragment}` (anchors: " \
+               f"{', '.join(sorted(target.anchors)) or 'none'})"
+    return ""
+
+
+def check_exercises_placed(course: Course, lesson: Lesson) -> list[ContentError]:
+    """Directives must be known, name an exercise listed in the front matter, and that exercise must exist."""
+    errors, placed = [], set()
+    for name, arg, line in lesson.facts.directives:
+        if name not in KNOWN_DIRECTIVES:
+            errors.append(ContentError(lesson.path, line, f"unknown directive `{{{name}}}`; the only one is "
+                                                          "`{exercise} <slug>`"))
+        elif not arg:
+            errors.append(ContentError(lesson.path, line, "`{exercise}` needs a slug: ```{exercise} same-device"))
+        elif arg in placed:
+            errors.append(ContentError(lesson.path, line, f"exercise `{arg}` is placed twice; keep one directive"))
+        else:
+            placed.add(arg)
+            if arg not in lesson.meta.exercises:
+                errors.append(ContentError(lesson.path, line, f"exercise `{arg}` is placed but not listed; add it "
+                                                              "under `exercises:` in the front matter"))
+    errors += _front_matter_exercises(course, lesson)
+    return errors
+
+
+def _front_matter_exercises(course: Course, lesson: Lesson) -> list[ContentError]:
+    errors = []
+    for slug in lesson.meta.exercises:
+        line = _fm_item_line(lesson, slug)
+        exercise = course.exercises.get(slug)
+        if exercise is None:
+            known = ", ".join(sorted(course.exercises)) or "none"
+            errors.append(ContentError(lesson.path, line, f"unknown exercise `{slug}`; create exercises/{slug}/ "
+                                                          f"or use one of: {known}"))
+        elif exercise.spec.lesson != lesson.slug:
+            errors.append(ContentError(lesson.path, line, f"exercise `{slug}` belongs to lesson "
+                                                          f"`{exercise.spec.lesson}` (its exercise.yaml); "
+                                                          "place it there or change its `lesson:`"))
+    return errors
+
+
+def _fm_item_line(lesson: Lesson, slug: str) -> int:
+    text, first = lesson.facts.front_matter or ("", 1)
+    for i, line in enumerate(text.splitlines()):
+        m = FM_LINE.match(line)
+        if (m and m.group(1).strip("'\"") == slug) or re.search(rf"[\[,\s]{re.escape(slug)}[\],\s]", line + " "):
+            return first + 1 + i
+    return _fm_key_line(lesson, "exercises")
+
+
+def check_headings(lesson: Lesson) -> list[ContentError]:
+    """Headings start at ## (the title is the page's h1) and never skip a level (screen readers navigate by them)."""
+    errors, previous = [], 1
+    for heading in lesson.facts.headings:
+        if heading.level == 1:
+            errors.append(ContentError(lesson.path, heading.line, "`#` is the page title (from front matter); "
+                                                                  "start sections at `##`"))
+        elif heading.level > previous + 1:
+            errors.append(ContentError(lesson.path, heading.line, f"heading jumps from level {previous} to "
+                                                                  f"{heading.level}; use {'#' * (previous + 1)}"))
+        if heading.id in RESERVED_IDS:
+            errors.append(ContentError(lesson.path, heading.line, f"heading anchor `#{heading.id}` is used by the "
+                                                                  "page itself; rename the heading"))
+        previous = heading.level
+    return errors
+
+
+def check_python_compiles(lesson: Lesson) -> list[ContentError]:
+    """Every Python block must at least compile, runnable or not."""
+    errors = []
+    for block in lesson.facts.code_blocks:
+        if block.lang not in PYTHON_LANGS:
+            continue
+        try:
+            compile(block.code, str(lesson.path), "exec")
+        except SyntaxError as exc:
+            line = block.line + (exc.lineno or 1)
+            errors.append(ContentError(lesson.path, line, f"Python block does not compile: {exc.msg}; fix it or "
+                                                          "mark the block as ```text"))
+    return errors
