@@ -13,6 +13,11 @@ def main() -> None:
 def _register() -> None:
     """Attach every subcommand; a module per command keeps each concern in one place."""
     # (each subcommand module adds its import + main.add_command line below)
+    from app.cli.check import check
+    from app.cli.serve import serve
+
+    main.add_command(serve)
+    main.add_command(check)
 
 
 _register()

@@ -60,7 +60,7 @@ def show_lesson(slug: str, request: Request, course: CourseDep):
         return render(request, "errors/404.html", status_code=404, what=f"There is no lesson called “{slug}”.")
     previous, following = course.neighbours(lesson)
     return render(request, "lessons/lesson.html", course=course, lesson=lesson, exercises=course.exercises,
-                  previous=previous, next=following)
+                  previous=previous, next=following, number=course.lessons.index(lesson) + 1)
 
 
 async def not_found(request: Request, exc: StarletteHTTPException):

@@ -1,0 +1,63 @@
+"""`course check [PATH]`: everything an instructor must fix before publishing, as `file:line: what to fix`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from app.config import Settings, get_settings
+from app.content.course import Course, load_course
+from app.content.runnable import run_runnable_blocks, runnable_blocks
+from app.content.schema import ContentError
+
+
+def resolve_paths(path: Path | None, exercises: Path | None, settings: Settings) -> tuple[Path, Path]:
+    """Return (lessons, exercises) for PATH: a course folder (with lessons/), a lessons folder, or one lesson."""
+    if path is None:
+        return settings.lessons_dir, exercises or settings.exercises_dir
+    if path.is_dir() and (path / "lessons").is_dir():
+        return path / "lessons", exercises or path / "exercises"
+    folder = path if path.is_dir() else path.parent
+    sibling = folder.parent / "exercises"
+    return path, exercises or (sibling if sibling.is_dir() else settings.exercises_dir)
+
+
+def grade_exercises(exercises_dir: Path, settings: Settings) -> list[str]:
+    """Grade every exercise's solution and wrong answers, when the grading package provides the check."""
+    try:
+        from app.grading import check_exercises
+    except ImportError:
+        return []
+    return list(check_exercises(exercises_dir, settings))
+
+
+def collect_errors(course: Course, settings: Settings, run: bool) -> list[ContentError | str]:
+    """Return the static errors, then (with run) failing runnable blocks and exercise grading errors."""
+    errors = sorted((e for e in course.errors if isinstance(e, ContentError)), key=lambda e: (str(e.path), e.line))
+    errors += [e for e in course.errors if not isinstance(e, ContentError)]
+    if run:
+        errors += run_runnable_blocks(course)
+        errors += grade_exercises(course.exercises_dir, settings)
+    return errors
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--exercises", "exercises_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Exercise folders (default: exercises/ beside the lessons, else COURSE_EXERCISES_DIR).")
+@click.option("--no-run", is_flag=True, help="Static checks only: do not run code blocks or grade exercises.")
+def check(path: Path | None, exercises_dir: Path | None, no_run: bool) -> None:
+    """Check lessons and exercises; print `file:line: what to fix` per problem, exit 1 on any."""
+    settings = get_settings()
+    lessons_dir, exercises_dir = resolve_paths(path, exercises_dir, settings)
+    course = load_course(lessons_dir, exercises_dir, settings.static_dir)
+    errors = collect_errors(course, settings, run=not no_run)
+    for error in errors:
+        click.echo(str(error))
+    if errors:
+        click.echo(f"{len(errors)} problem(s) found", err=True)
+        sys.exit(1)
+    ran = "" if no_run else f", {len(runnable_blocks(course))} runnable block(s) ran on CPU"
+    click.echo(f"ok: {len(course.lessons)} lesson(s), {len(course.exercises)} exercise(s){ran}")

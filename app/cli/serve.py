@@ -1,0 +1,43 @@
+"""`course serve`: the web site and everything one machine needs, under uvicorn."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from app.config import get_settings
+from app.content.schema import ContentInvalid
+
+# seconds uvicorn waits for open connections (live output streams) before it closes them on shutdown
+GRACEFUL_SHUTDOWN_S = 5
+
+
+def _refuse(errors) -> None:
+    for error in errors:
+        click.echo(str(error), err=True)
+    click.echo(f"course serve: refusing to start, the content has {len(errors)} error(s) (`course check` lists "
+               "them too); fix them, or use --reload to see them in the browser while you edit", err=True)
+    sys.exit(1)
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to listen on (default: COURSE_HOST, 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port to listen on (default: COURSE_PORT, 8000).")
+@click.option("--reload", is_flag=True,
+              help="Re-read lessons/, exercises/ and templates/ on every change; show content errors as a page.")
+def serve(host: str | None, port: int | None, reload: bool) -> None:
+    """Serve the course (web + embedded runner) on one machine."""
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = get_settings()
+    try:
+        app = create_app(settings, watch_content=reload)
+    except ContentInvalid as exc:  # production: content is parsed once and must be right
+        _refuse(exc.errors)
+    if app.state.course.errors and not reload:
+        _refuse(app.state.course.errors)
+    uvicorn.run(app, host=host or settings.host, port=port or settings.port,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, log_level="info")
