@@ -1,0 +1,22 @@
+"""SQLAlchemy tables. Import from here: every model is registered on `Base.metadata` for Alembic."""
+
+from app.models.base import Base, UTCDateTime, utcnow
+from app.models.comment import Comment
+from app.models.progress import ExerciseProgress, Learner, LessonRead
+from app.models.submission import FINAL_STATUSES, STATUSES, Submission
+from app.models.user import ROLES, User
+
+__all__ = [
+    "Base",
+    "UTCDateTime",
+    "utcnow",
+    "User",
+    "ROLES",
+    "Learner",
+    "LessonRead",
+    "ExerciseProgress",
+    "Submission",
+    "STATUSES",
+    "FINAL_STATUSES",
+    "Comment",
+]

@@ -1,0 +1,45 @@
+"""Submitted code and its verdict, stored so learners see their history and instructors see how learners do."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base, UTCDateTime, utcnow
+
+STATUSES = ("queued", "running", "passed", "failed", "error", "timeout", "rejected")
+FINAL_STATUSES = ("passed", "failed", "error", "timeout", "rejected")
+
+
+class Submission(Base):
+    """One run of a learner's code against an exercise; `verdict` holds DESIGN.md's Verdict JSON once done.
+
+    The id is a random hex string, not a counter, so ids in URLs say nothing about other learners' runs.
+    """
+
+    __tablename__ = "submissions"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('queued', 'running', 'passed', 'failed', 'error', 'timeout', 'rejected')", name="status"
+        ),
+        Index(None, "learner_id", "exercise_slug", "created_at"),
+        Index(None, "exercise_slug", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
+    exercise_slug: Mapped[str] = mapped_column(String(100))
+    code: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # milliseconds the sandbox spent on the run (the verdict's duration_ms), None until finished
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES

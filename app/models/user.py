@@ -1,0 +1,34 @@
+"""People with accounts. Progress belongs to a learner id; a user owns exactly one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import CheckConstraint, ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base, UTCDateTime, utcnow
+
+ROLES = ("learner", "instructor")
+
+
+class User(Base):
+    """An account: display name, unique email (stored lower-case), argon2 hash, role, and its learner id."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint("role IN ('learner', 'instructor')", name="role"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    display_name: Mapped[str] = mapped_column(String(80))
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16), default="learner")
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id"), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    @property
+    def is_instructor(self) -> bool:
+        return self.role == "instructor"
+
+    def __repr__(self) -> str:
+        return f"<User {self.id} {self.email} {self.role}>"
