@@ -1,0 +1,262 @@
+"""LocalRunner: a bounded queue in front of an embedded fork server (app.sandbox.server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import socket
+import subprocess
+import sys
+import time
+from typing import AsyncIterator
+
+from app import ROOT
+from app.runner.base import (
+    Busy, DoneEvent, Event, Job, OutputEvent, Result, check_source, new_job_id,
+)
+from app.sandbox import protocol
+from app.sandbox.limits import Limits
+
+log = logging.getLogger("course.runner")
+
+# seconds; importing torch and the warm-up step take ~2 s on an idle machine, far longer on a loaded one
+SERVER_START_TIMEOUT_S = 180
+# seconds to wait for the server to exit after its socket is closed, before it is killed
+SERVER_STOP_TIMEOUT_S = 10
+# The fork server's whole environment: no secrets, nothing from the app's process. NVML-based CUDA checks keep
+# torch from initialising CUDA in the parent of forked children.
+SERVER_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OMP_NUM_THREADS": "1",
+    "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
+    "PYTHONNOUSERSITE": "1",
+}
+
+
+class LocalJobHandle:
+    """A job submitted to a LocalRunner."""
+
+    def __init__(self, runner: "LocalRunner", job: Job, limits: Limits) -> None:
+        self.id = new_job_id()
+        self.job = job
+        self.limits = limits
+        self.state = "queued"  # queued -> running -> done
+        self._runner = runner
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._done: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Yield OutputEvents as lines arrive, then exactly one DoneEvent."""
+        while True:
+            event = await self._events.get()
+            yield event
+            if isinstance(event, DoneEvent):
+                return
+
+    async def result(self) -> Result:
+        """Wait for and return the result."""
+        return await asyncio.shield(self._done)
+
+    async def cancel(self) -> None:
+        """Stop the job; a queued job never starts, a running one is killed."""
+        await self._runner._cancel(self)
+
+    def _output(self, stream: str, line: str) -> None:
+        self._events.put_nowait(OutputEvent(stream, line))  # type: ignore[arg-type]
+
+    def _finish(self, result: Result) -> None:
+        if not self._done.done():
+            self.state = "done"
+            self._done.set_result(result)
+            self._events.put_nowait(DoneEvent(result))
+
+
+class LocalRunner:
+    """Runs jobs on this machine: at most `runner_concurrency` at once, `runner_queue_size` waiting."""
+
+    def __init__(self, settings, *, python: str | None = None) -> None:
+        self.settings = settings
+        self.limits = Limits.from_settings(settings)
+        self.concurrency = max(1, settings.runner_concurrency)
+        self.queue_size = max(0, settings.runner_queue_size)
+        self.python = python or sys.executable
+        self.info: dict = {}
+        self.server_pid: int | None = None
+        self.restarts = 0
+        self._sem: asyncio.Semaphore | None = None
+        self._waiting = 0
+        self._running: dict[str, LocalJobHandle] = {}
+        self._proc: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._start_lock: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
+        self._avg_s = 1.0  # seconds per job, a moving average behind the busy refusal's retry hint
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start the fork server and wait until it is ready."""
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._start_lock = asyncio.Lock()
+        self._stopping = False
+        await self._ensure_server()
+
+    async def stop(self) -> None:
+        """Stop the fork server; queued and running jobs end with status 'error'."""
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        await self._close_server()
+        self._fail_running("the runner was stopped before the job finished")
+
+    def _server_config(self) -> dict:
+        s = self.settings
+        return {"limits": self.limits.to_dict(), "prefork": s.sandbox_prefork, "uid_base": s.sandbox_uid_base,
+                "unsafe_dev": s.sandbox_unsafe_dev}
+
+    async def _ensure_server(self) -> None:
+        async with self._start_lock:  # type: ignore[union-attr]
+            if self._proc is not None and self._proc.returncode is None and self._writer is not None:
+                return
+            await self._spawn_server()
+
+    async def _spawn_server(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                self.python, "-m", "app.sandbox.server", json.dumps(self._server_config()), str(theirs.fileno()),
+                pass_fds=(theirs.fileno(),), env=SERVER_ENV, cwd=str(ROOT),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.server_pid = self._proc.pid
+        reader, self._writer = await asyncio.open_unix_connection(sock=ours, limit=protocol.MAX_FRAME)
+        frames = protocol.FrameReader()
+        ready = await asyncio.wait_for(self._read_until_ready(reader, frames), SERVER_START_TIMEOUT_S)
+        self.info = ready.get("info", {})
+        if self.info.get("refuse"):
+            log.error("sandbox refuses to run code: %s", self.info["refuse"])
+        elif self.info.get("unsafe_dev") and not self.info.get("isolate"):
+            log.warning("sandbox runs learner code WITHOUT isolation (COURSE_SANDBOX_UNSAFE_DEV)")
+        self._reader_task = asyncio.create_task(self._read_loop(reader, frames, self._proc))
+
+    async def _read_until_ready(self, reader: asyncio.StreamReader, frames: protocol.FrameReader) -> dict:
+        while True:
+            data = await reader.read(1 << 16)
+            if not data:
+                code = await self._proc.wait()  # type: ignore[union-attr]
+                raise RuntimeError(f"the sandbox server exited during start-up (exit code {code}); see its log")
+            for msg in frames.feed(data):
+                if msg.get("op") == "ready":
+                    return msg
+
+    async def _read_loop(self, reader, frames: protocol.FrameReader, proc) -> None:
+        """Dispatch the server's frames until it goes away; then fail in-flight jobs and restart it."""
+        try:
+            while data := await reader.read(1 << 16):
+                for msg in frames.feed(data):
+                    self._dispatch(msg)
+        except (ConnectionError, ValueError) as exc:
+            log.error("lost the sandbox server: %s", exc)
+        if self._stopping or proc is not self._proc:
+            return
+        code = await proc.wait()
+        self._writer = None
+        self._fail_running(f"the sandbox server stopped unexpectedly (exit code {code}) while this job ran; "
+                           "it has been restarted: run the code again")
+        self.restarts += 1
+        log.error("sandbox server %s died (exit code %s); restarting", proc.pid, code)
+        try:
+            await self._ensure_server()
+        except Exception:  # noqa: BLE001 - the next job retries and reports
+            log.exception("could not restart the sandbox server")
+
+    def _dispatch(self, msg: dict) -> None:
+        handle = self._running.get(msg.get("id", ""))
+        if handle is None:
+            return
+        if msg["op"] == "out":
+            for stream, line in msg["lines"]:
+                handle._output(stream, line)
+        elif msg["op"] == "done":
+            self._running.pop(handle.id, None)
+            handle._finish(Result.from_dict(msg["result"]))
+
+    def _fail_running(self, message: str) -> None:
+        for handle in list(self._running.values()):
+            handle._finish(Result(status="error", message=message))
+        self._running.clear()
+
+    async def _close_server(self) -> None:
+        proc, writer = self._proc, self._writer
+        self._writer = None
+        if writer is not None:
+            writer.close()
+        if proc is not None and proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), SERVER_STOP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+
+    # ------------------------------------------------------------------ jobs
+    async def submit(self, job: Job) -> LocalJobHandle:
+        """Queue a job; raise Busy when the queue is full, Rejected when the source is refused."""
+        limits = job.limits or self.limits
+        check_source(job, limits)
+        if self._sem is None:
+            raise RuntimeError("LocalRunner.start() was not awaited")
+        if self._waiting >= self.queue_size + max(0, self.concurrency - len(self._running)):
+            raise Busy(max(1, math.ceil(self._avg_s * (self._waiting + 1) / self.concurrency)))
+        handle = LocalJobHandle(self, job, limits)
+        self._waiting += 1
+        task = asyncio.create_task(self._run(handle))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return handle
+
+    async def _run(self, handle: LocalJobHandle) -> None:
+        try:
+            async with self._sem:  # type: ignore[union-attr]
+                self._waiting -= 1
+                if handle.state != "queued":  # cancelled while waiting
+                    return
+                await self._execute(handle)
+        except asyncio.CancelledError:
+            handle._finish(Result(status="error", message="the runner was stopped before the job finished"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken sandbox is the job's error, said plainly
+            log.exception("job %s failed in the runner", handle.id)
+            handle._finish(Result(status="error", message=f"the sandbox failed: {exc}"))
+
+    async def _execute(self, handle: LocalJobHandle) -> None:
+        started = time.monotonic()
+        await self._ensure_server()
+        if self.info.get("refuse"):
+            handle._finish(Result(status="error", message=self.info["refuse"]))
+            return
+        handle.state = "running"
+        self._running[handle.id] = handle
+        limits = None if handle.limits == self.limits else handle.limits.to_dict()
+        self._writer.write(protocol.encode(  # type: ignore[union-attr]
+            {"op": "run", "id": handle.id, "payload": handle.job.payload(), "limits": limits}))
+        await self._writer.drain()  # type: ignore[union-attr]
+        await handle.result()
+        self._avg_s = 0.8 * self._avg_s + 0.2 * (time.monotonic() - started)
+
+    async def _cancel(self, handle: LocalJobHandle) -> None:
+        if handle.state == "queued":
+            handle._finish(Result(status="cancelled", message="cancelled before it started"))
+        elif handle.state == "running" and self._writer is not None:
+            self._writer.write(protocol.encode({"op": "cancel", "id": handle.id}))
+            await self._writer.drain()
+
+
+__all__ = ["LocalRunner", "LocalJobHandle"]

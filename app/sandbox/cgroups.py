@@ -1,0 +1,238 @@
+"""Per-job cgroups: memory, pids and CPU limits, the CPU and OOM accounting, and the kill sweep.
+
+cgroup v1 is what this project's hosts have (v2 has no delegated controllers there); v2 is used when our own
+cgroup delegates memory, pids and cpu. Every server makes its own parent group named after its pid and a random
+token, so several servers (several test sessions) on one machine never touch each other's jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+# microseconds; the CFS accounting period, the kernel's default
+CFS_PERIOD_US = 100_000
+
+
+def _v1_mounts() -> dict[str, str]:
+    """Map each v1 controller to its mount point, from /proc/self/mountinfo."""
+    mounts: dict[str, str] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        parts = right.split()
+        if len(parts) >= 3 and parts[0] == "cgroup":
+            for opt in parts[2].split(","):
+                if opt in V1_CONTROLLERS:
+                    mounts[opt] = left.split()[4]
+    return mounts
+
+
+def _own_paths() -> dict[str, str]:
+    """Map controller name (or '' for v2) to this process's cgroup path, from /proc/self/cgroup."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        for c in ctrls.split(",") if ctrls else [""]:
+            paths[c] = path
+    return paths
+
+
+def _write(path: str, value: object) -> None:
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+class CgroupManager:
+    """The server's own parent cgroups; makes one JobCgroup per job."""
+
+    def __init__(self) -> None:
+        self.version = "none"
+        self.bases: dict[str, str] = {}
+        self.reason = ""
+        self._token = f"course-sbx-{os.getpid()}-{secrets.token_hex(3)}"
+        self._counter = 0
+        try:
+            self._setup_v1() or self._setup_v2()
+        except OSError as exc:
+            self.reason = f"cannot create cgroups: {exc}"
+            self.version, self.bases = "none", {}
+
+    def _setup_v1(self) -> bool:
+        mounts, own = _v1_mounts(), _own_paths()
+        if not mounts:
+            return False
+        for ctrl in V1_CONTROLLERS:
+            if ctrl in mounts and ctrl in own:
+                base = f"{mounts[ctrl]}{own[ctrl].rstrip('/')}/{self._token}"
+                try:
+                    os.mkdir(base)
+                except OSError as exc:
+                    self.reason += f"{ctrl}: {exc.strerror}; "
+                    continue
+                self.bases[ctrl] = base
+        self.version = "v1" if self.bases else "none"
+        return bool(self.bases)
+
+    def _setup_v2(self) -> bool:
+        own = _own_paths().get("")
+        root = Path("/sys/fs/cgroup")
+        if own is None or not (root / "cgroup.controllers").exists():
+            return False
+        mine = root / own.lstrip("/")
+        enabled = (mine / "cgroup.subtree_control").read_text().split()
+        if not {"memory", "pids", "cpu"} <= set(enabled):
+            self.reason = f"cgroup v2 controllers not delegated here (enabled: {' '.join(enabled) or 'none'})"
+            return False
+        base = mine / self._token
+        base.mkdir()
+        _write(f"{base}/cgroup.subtree_control", "+memory +pids +cpu")
+        self.version, self.bases = "v2", {"unified": str(base)}
+        return True
+
+    @property
+    def controllers(self) -> list[str]:
+        """Return the controllers in force, e.g. ['memory', 'pids', 'cpu', 'cpuacct']."""
+        if self.version == "v2":
+            return ["memory", "pids", "cpu"]
+        return sorted(self.bases)
+
+    def new_job(self, limits) -> "JobCgroup | None":
+        """Create the cgroups of one job with its limits applied; None when cgroups are unavailable."""
+        if not self.bases:
+            return None
+        self._counter += 1
+        job = JobCgroup(self.version, {c: f"{b}/job-{self._counter}" for c, b in self.bases.items()})
+        try:
+            job.create(limits)
+        except OSError:
+            job.remove()
+            raise
+        return job
+
+    def remove(self) -> None:
+        """Remove the server's parent groups (they are empty once every job was removed)."""
+        for base in self.bases.values():
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+
+class JobCgroup:
+    """The cgroups of one job."""
+
+    def __init__(self, version: str, dirs: dict[str, str]) -> None:
+        self.version = version
+        self.dirs = dirs
+
+    def create(self, limits) -> None:
+        """Make the directories and write the limits."""
+        for d in self.dirs.values():
+            os.mkdir(d)
+        if self.version == "v2":
+            d = self.dirs["unified"]
+            _write(f"{d}/memory.max", limits.memory_bytes)
+            _write(f"{d}/memory.swap.max", 0)
+            _write(f"{d}/pids.max", limits.pids)
+            _write(f"{d}/cpu.max", f"{CFS_PERIOD_US} {CFS_PERIOD_US}")
+            return
+        if "memory" in self.dirs:
+            _write(f"{self.dirs['memory']}/memory.limit_in_bytes", limits.memory_bytes)
+            try:  # only present with swap accounting; keeps the job from swapping past its limit
+                _write(f"{self.dirs['memory']}/memory.memsw.limit_in_bytes", limits.memory_bytes)
+            except OSError:
+                pass
+        if "pids" in self.dirs:
+            _write(f"{self.dirs['pids']}/pids.max", limits.pids)
+        if "cpu" in self.dirs:  # one core at most per job, so one learner cannot starve the others
+            _write(f"{self.dirs['cpu']}/cpu.cfs_period_us", CFS_PERIOD_US)
+            _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", CFS_PERIOD_US)
+
+    def join(self) -> None:
+        """Move the calling process into every group of the job (called in the child, as root)."""
+        pid = str(os.getpid())
+        for d in self.dirs.values():
+            _write(f"{d}/cgroup.procs", pid)
+
+    def _procs_dir(self) -> str | None:
+        return self.dirs.get("unified") or self.dirs.get("pids") or self.dirs.get("memory")
+
+    def pids(self) -> list[int]:
+        """Return every pid still in the job."""
+        d = self._procs_dir()
+        if d is None:
+            return []
+        try:
+            return [int(p) for p in Path(f"{d}/cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def sweep(self) -> int:
+        """SIGKILL every process of the job until none is left; return how many were signalled."""
+        killed = 0
+        for _ in range(200):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
+        return killed
+
+    def cpu_seconds(self) -> float | None:
+        """Return the CPU time the job used so far, in seconds."""
+        try:
+            if self.version == "v2":
+                for line in Path(f"{self.dirs['unified']}/cpu.stat").read_text().splitlines():
+                    if line.startswith("usage_usec"):
+                        return int(line.split()[1]) / 1e6
+            elif "cpuacct" in self.dirs:
+                return int(Path(f"{self.dirs['cpuacct']}/cpuacct.usage").read_text()) / 1e9
+        except OSError:
+            pass
+        return None
+
+    def oom_killed(self) -> bool:
+        """Return whether the kernel's OOM killer killed a process of the job."""
+        try:
+            if self.version == "v2":
+                text = Path(f"{self.dirs['unified']}/memory.events").read_text()
+            elif "memory" in self.dirs:
+                text = Path(f"{self.dirs['memory']}/memory.oom_control").read_text()
+            else:
+                return False
+        except OSError:
+            return False
+        stats = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
+        return int(stats.get("oom_kill", 0)) > 0
+
+    def pids_limit_hit(self) -> bool:
+        """Return whether a fork or thread creation was refused by the pids limit."""
+        d = self.dirs.get("unified") or self.dirs.get("pids")
+        if d is None:
+            return False
+        try:
+            text = Path(f"{d}/pids.events").read_text()
+        except OSError:
+            return False
+        return any(line.split()[:1] == ["max"] and int(line.split()[1]) > 0 for line in text.splitlines())
+
+    def remove(self) -> None:
+        """Remove the job's directories (sweep first); retry briefly while the kernel finishes exits."""
+        for d in self.dirs.values():
+            for _ in range(100):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)

@@ -1,0 +1,212 @@
+"""Fork one job process from the fork server and isolate it before it sees any learner code.
+
+Process tree of one job (root mode):
+
+    fork server ──fork──> outer child (root; joins the job's cgroups; unshares namespaces; waits)
+                            └──fork──> job process: pid 1 of its own pid namespace; builds the read-only root,
+                                       sets rlimits, drops to the slot's uid, loads seccomp, then blocks until
+                                       the server writes the job's payload, and runs the harness.
+
+When the job process exits, the kernel kills every other process in its pid namespace, so daemons cannot
+outlive a job; the server's cgroup sweep catches anything else. The outer child re-raises the job's fate (exit code
+or signal) so the server reads it from an ordinary waitpid.
+
+File descriptors of the job process: 0 stdin at EOF, 1 stdout pipe, 2 stderr pipe, 3 payload pipe (read to EOF),
+4 report pipe (its first byte, b"R", tells the server isolation is complete; the harness writes after it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import traceback
+from dataclasses import dataclass, field
+
+from app.sandbox import isolation
+
+PAYLOAD_FD, REPORT_FD = 3, 4
+READY = b"R"
+# exit code of a child whose isolation failed before any learner code ran
+SETUP_FAILED = 125
+# bytes; the payload pipe is enlarged so the server's write never blocks (source <= 64 KiB + grading spec)
+PAYLOAD_PIPE_BYTES = 1 << 20
+CLEAN_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "OMP_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+@dataclass
+class Context:
+    """What the fork server prepared once for every child."""
+
+    isolate: bool  # namespaces + read-only root + uid drop (False only in unsafe development mode)
+    plan: isolation.RootPlan
+    staging: str
+    uid_base: int
+    seccomp: object | None  # a pyseccomp filter, or None where unavailable
+    harness: object  # the imported app.sandbox.harness module
+    pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
+    server_pid: int = field(default_factory=os.getpid)
+
+
+@dataclass
+class ChildProcess:
+    """The server's view of one forked child."""
+
+    pid: int
+    slot: int
+    limits: object
+    cgroup: object | None
+    stdout: int
+    stderr: int
+    report: int
+    payload: int | None
+
+
+def spawn(ctx: Context, limits, slot: int, cgroup) -> ChildProcess:
+    """Fork a child that isolates itself and waits for its payload; return the server's ends of its pipes."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    pay_r, pay_w = os.pipe()
+    fcntl.fcntl(pay_w, fcntl.F_SETPIPE_SZ, PAYLOAD_PIPE_BYTES)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w])
+    for fd in (out_w, err_w, rep_w, pay_r):
+        os.close(fd)
+    for fd in (out_r, err_r, rep_r):
+        os.set_blocking(fd, False)
+    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w)
+
+
+def _arrange_fds(fds: list[int]) -> None:
+    """Place stdin (at EOF), then fds at 1, 2, 3, 4; close everything else inherited from the server."""
+    stdin_r, stdin_w = os.pipe()
+    os.close(stdin_w)
+    src = [stdin_r, *fds]
+    floor = max(src) + 1
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, floor) for fd in src]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(high), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int]) -> None:
+    """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _arrange_fds(fds)
+        if cgroup is not None:
+            cgroup.join()
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != ctx.server_pid:  # the server died before the line above took effect
+            os._exit(SETUP_FAILED)
+        if not ctx.isolate:
+            os.setsid()  # unsafe mode: the server kills the job by process group
+            _job_process(ctx, limits, slot)
+        isolation.unshare(isolation.JOB_NAMESPACES)
+        pid = os.fork()
+        if pid == 0:
+            _job_process(ctx, limits, slot)
+        os.closerange(0, 5)
+        _mirror_exit(pid)
+    except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
+        _setup_failed(exc)
+
+
+def _mirror_exit(pid: int) -> None:
+    """Wait for the job process and end the same way: same exit code, or killed by the same signal."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
+        os.kill(os.getpid(), -code)
+        code = 128 - code
+    os._exit(code & 0xFF)
+
+
+def _setup_failed(exc: BaseException) -> None:
+    try:
+        os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
+    finally:
+        os._exit(SETUP_FAILED)
+
+
+def _isolate(ctx: Context, limits, slot: int) -> None:
+    """Turn this process into the job's sandbox: root, hostname, rlimits, uid, seccomp. Order matters."""
+    if ctx.isolate:
+        os.setsid()
+        isolation.build_root(ctx.plan, ctx.staging, limits.tmpfs_bytes)
+        socket.sethostname("sandbox")
+    nproc = None
+    if os.getuid() == 0 and ctx.isolate:
+        # RLIMIT_NPROC counts every process of the uid on the host; with a pids cgroup it is only a backstop
+        nproc = limits.pids * 4 if ctx.pids_cgroup else limits.pids
+    isolation.apply_rlimits(limits, isolation.address_space_bytes(limits.memory_bytes, limits.pids), nproc)
+    if os.getuid() == 0 and ctx.isolate:
+        isolation.drop_privileges(ctx.uid_base + slot)
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)  # credentials changed: set it again
+    os.chdir("/tmp")
+    os.environ.clear()
+    os.environ.update(CLEAN_ENV)
+    if ctx.seccomp is not None:
+        ctx.seccomp.load()  # also sets no_new_privs
+
+
+def _read_payload() -> dict:
+    chunks = []
+    while chunk := os.read(PAYLOAD_FD, 1 << 16):
+        chunks.append(chunk)
+    os.close(PAYLOAD_FD)
+    return json.loads(b"".join(chunks))
+
+
+def _job_process(ctx: Context, limits, slot: int) -> None:
+    """Isolate, signal readiness, wait for the payload and run the harness. Never returns."""
+    try:
+        _isolate(ctx, limits, slot)
+        os.write(REPORT_FD, READY)
+    except BaseException as exc:  # noqa: BLE001
+        _setup_failed(exc)
+    code = 1
+    try:
+        payload = _read_payload()
+        sys.dont_write_bytecode = True
+        sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
+        sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        code = ctx.harness.main(payload, REPORT_FD)
+    except BaseException:  # noqa: BLE001 - the harness itself broke: show it like Python would
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, io.UnsupportedOperation):
+                pass
+    os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)

@@ -1,0 +1,246 @@
+"""The isolation steps a job's process takes, and the host probe behind `course doctor`.
+
+Everything here is called either by the fork server at start-up (planning, building the seccomp filter) or in a
+freshly forked child before it runs learner code. The child runs as root until `drop_privileges`, so the order in
+`app.sandbox.child` matters; each step here is one concern.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWTIME = 0x00000080
+JOB_NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 1 << 18
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = 155  # x86_64
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+# The devices a Python program expects; each is bind-mounted from the host onto an empty file.
+DEVICES = ("null", "zero", "full", "random", "urandom")
+# Files from /etc the dynamic loader and time functions read.
+ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+# bytes; the private /dev tmpfs only holds the device files' mount points
+DEV_TMPFS_BYTES = 64 << 10
+# bytes; per-thread stack reservation the address-space limit leaves room for (glibc's default with an 8 MiB stack)
+THREAD_STACK_BYTES = 8 << 20
+# open files per process; more than a training script needs, few enough to notice a leak
+NOFILE = 256
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def unshare(flags: int) -> None:
+    """Move the calling process into new namespaces (Python 3.11 has no os.unshare)."""
+    _check(libc.unshare(flags), "unshare")
+
+
+def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """Call mount(2)."""
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), f"mount {dst}")
+
+
+def prctl(option: int, arg: int) -> None:
+    """Call prctl(2) with one argument."""
+    _check(libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
+
+
+# ------------------------------------------------------------------------------------------------ the root
+@dataclass
+class RootPlan:
+    """What the job's read-only root contains: directories bound from the host at the same path, files, links."""
+
+    dirs: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)
+
+
+def _covered(path: str, dirs: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def plan_root() -> RootPlan:
+    """Decide what the job's root holds: /usr, the Python installation, the venv, and every mapped library's dir.
+
+    Called in the fork server after torch is imported, so /proc/self/maps names every shared library in use.
+    Nothing else of the host is visible: no project files, no database, no home directories.
+    """
+    plan = RootPlan()
+    wanted = ["/usr", os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)]
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith("(deleted)"):
+            wanted.append(os.path.dirname(os.path.realpath(parts[5])))
+    for d in sorted(set(wanted), key=len):
+        if os.path.isdir(d) and not _covered(d, plan.dirs) and not d.startswith(("/proc", "/dev", "/sys")):
+            plan.dirs.append(d)
+    for name in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.islink(name):
+            plan.links[name] = os.readlink(name)
+        elif os.path.isdir(name) and not _covered(name, plan.dirs):
+            plan.dirs.append(name)
+    plan.files = [f for f in ETC_FILES if os.path.isfile(f)]
+    return plan
+
+
+def _bind_ro(src: str, dst: str) -> None:
+    mount(src, dst, None, MS_BIND | MS_REC)
+    mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _tmpfs(dst: str, size: int, mode: str = "1777", extra: int = 0) -> None:
+    mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | extra, f"size={size},mode={mode}")
+
+
+def _touch(path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int) -> None:
+    """Replace the mount tree with a minimal read-only root; needs a new mount and pid namespace, as root."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount may propagate back to the host
+    _tmpfs(staging, 1 << 20, mode="0755")
+    new = staging.rstrip("/")
+    for d in plan.dirs:
+        os.makedirs(new + d, exist_ok=True)
+        _bind_ro(d, new + d)
+    for f in plan.files:
+        _touch(new + f)
+        _bind_ro(f, new + f)
+    for link, target in plan.links.items():
+        os.symlink(target, new + link)
+    for d in ("/tmp", "/var/tmp", "/dev", "/proc", "/.old"):
+        os.makedirs(new + d, exist_ok=True)
+    _tmpfs(new + "/tmp", tmpfs_bytes)
+    _tmpfs(new + "/var/tmp", tmpfs_bytes)
+    _tmpfs(new + "/dev", DEV_TMPFS_BYTES, mode="0755", extra=MS_NOEXEC)
+    for dev in DEVICES:
+        _touch(f"{new}/dev/{dev}")
+        mount(f"/dev/{dev}", f"{new}/dev/{dev}", None, MS_BIND)
+    os.mkdir(new + "/dev/shm")
+    _tmpfs(new + "/dev/shm", tmpfs_bytes, extra=MS_NOEXEC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{name}")
+    mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # shows only the job's own pids
+    _check(libc.syscall(SYS_PIVOT_ROOT, new.encode(), (new + "/.old").encode()), "pivot_root")
+    os.chdir("/")
+    _check(libc.umount2(b"/.old", MNT_DETACH), "umount old root")
+    os.rmdir("/.old")
+    mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+# ------------------------------------------------------------------------------------------------ limits, uid
+def address_space_bytes(memory_bytes: int, pids: int) -> int:
+    """Return the RLIMIT_AS for a job: what the server already maps, plus the memory limit, plus thread stacks."""
+    vm_kib = 0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            vm_kib = int(line.split()[1])
+    return vm_kib * 1024 + memory_bytes + pids * THREAD_STACK_BYTES
+
+
+def apply_rlimits(limits, address_space: int, nproc: int | None) -> None:
+    """Set the job's rlimits; call before dropping privileges (a non-root process cannot raise them back)."""
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    # the soft limit sends SIGXCPU, the hard one SIGKILL a second later
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.tmpfs_bytes, limits.tmpfs_bytes))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if nproc is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def drop_privileges(uid: int) -> None:
+    """Become the unprivileged uid (and gid) for good; this also clears every capability."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+# ------------------------------------------------------------------------------------------------ seccomp
+DENIED_SYSCALLS = (
+    # networking beyond AF_UNIX (socket() itself is filtered by address family below)
+    "connect", "bind", "listen", "accept", "accept4",
+    # looking into or changing other processes, the kernel, or namespaces
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "personality",
+    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
+    "fsmount", "fsconfig", "fspick", "mount_setattr", "open_by_handle_at", "name_to_handle_at",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+    "swapon", "swapoff", "acct", "quotactl", "syslog", "settimeofday", "clock_settime", "clock_adjtime",
+    "adjtimex", "sethostname", "setdomainname", "vhangup", "lookup_dcookie", "fanotify_init",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+)
+
+
+def seccomp_filter():
+    """Build the job's seccomp filter (libseccomp through pyseccomp); load() it as the last isolation step."""
+    import pyseccomp as sc
+
+    deny = sc.ERRNO(errno.EPERM)
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    f.add_rule(deny, "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    f.add_rule(deny, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    for name in DENIED_SYSCALLS:
+        try:
+            f.add_rule(deny, name)
+        except (OSError, RuntimeError, ValueError):  # a syscall this libseccomp does not know: nothing to deny
+            pass
+    # clone3 passes its flags in memory seccomp cannot read: answer ENOSYS so glibc falls back to clone(),
+    # whose flags we can check; no new namespaces (a user namespace would give back capabilities)
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for flag in (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+                 CLONE_NEWNET, CLONE_NEWTIME):
+        f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    return f
+
+
+# ------------------------------------------------------------------------------------------------ host probe
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def userns_available() -> bool:
+    """Return whether unprivileged user namespaces are enabled on this host."""
+    if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+        return False
+    return (_read("/proc/sys/user/max_user_namespaces") or "0") != "0"
+
+
+def seccomp_available() -> tuple[bool, str]:
+    """Return whether a seccomp filter can be built here, and why not."""
+    try:
+        seccomp_filter()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not available", reported by doctor
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, ""

@@ -1,0 +1,153 @@
+"""The fork server's bookkeeping for one running job: output lines, caps, report, and the final result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from typing import Callable
+
+# bytes; the harness's report (placement trace) is JSON, far smaller than this
+REPORT_MAX = 4 << 20
+# bytes; a line longer than this is passed on in pieces so a newline-free flood still streams
+LINE_CHUNK = 8 << 10
+
+LIMIT_MESSAGES = {
+    "wall": "wall-clock limit of {wall_s:g} s reached; the program was stopped",
+    "cpu": "CPU time limit of {cpu_s} s reached; the program was stopped",
+    "memory": "memory limit of {memory_mib} MiB reached",
+    "output": "output limit of {output_kib} KiB reached; the rest of the output was dropped and the program stopped",
+    "pids": "process/thread limit of {pids} reached (a fork or a new thread was refused)",
+}
+
+
+def limit_message(limit: str, limits) -> str:
+    """Return the human sentence for a limit that was hit."""
+    return LIMIT_MESSAGES[limit].format(
+        wall_s=limits.wall_s, cpu_s=limits.cpu_s, memory_mib=limits.memory_bytes >> 20,
+        output_kib=limits.output_bytes >> 10, pids=limits.pids,
+    )
+
+
+class RunningJob:
+    """One job between its payload being written and its result being sent."""
+
+    def __init__(self, job_id: str, child, send: Callable[[dict], None]) -> None:
+        self.id = job_id
+        self.child = child
+        self.limits = child.limits
+        self.send = send
+        self.started = time.monotonic()
+        self.deadline = self.started + self.limits.wall_s
+        self.pending = {"stdout": bytearray(), "stderr": bytearray()}
+        self.text: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self.out_bytes = 0
+        self.report = bytearray()
+        self.report_overflow = False
+        self.limit_hit: str | None = None
+        self.cancelled = False
+        self.status: int | None = None  # raw wait status of the outer child
+        self.cpu_s: float | None = None
+        self.batch: list[list[str]] = []
+
+    # ------------------------------------------------------------------ output
+    def _emit(self, stream: str, raw: bytes, newline: bool) -> None:
+        line = raw.decode("utf-8", errors="replace")
+        self.text[stream].append(line + ("\n" if newline else ""))
+        self.batch.append([stream, line])
+
+    def _send_batch(self) -> None:
+        if self.batch:  # one frame per read, not per line: a flood of short lines stays cheap
+            self.send({"op": "out", "id": self.id, "lines": self.batch})
+            self.batch = []
+
+    def on_output(self, stream: str, data: bytes) -> bool:
+        """Take bytes the job wrote; return False when the output cap was exceeded (the job must be stopped)."""
+        room = self.limits.output_bytes - self.out_bytes
+        over = len(data) > room
+        data = data[: max(room, 0)]
+        self.out_bytes += len(data)
+        buf = self.pending[stream]
+        buf += data
+        while (nl := buf.find(b"\n")) >= 0:
+            self._emit(stream, bytes(buf[:nl]), True)
+            del buf[: nl + 1]
+        while len(buf) >= LINE_CHUNK:
+            self._emit(stream, bytes(buf[:LINE_CHUNK]), False)
+            del buf[:LINE_CHUNK]
+        self._send_batch()
+        return not over
+
+    def flush(self) -> None:
+        """Pass on the unterminated last line of each stream."""
+        for stream, buf in self.pending.items():
+            if buf:
+                self._emit(stream, bytes(buf), False)
+                buf.clear()
+        self._send_batch()
+
+    def note(self, message: str) -> None:
+        """Add a sandbox marker line to stderr (it does not count against the output cap)."""
+        self.flush()
+        self._emit("stderr", f"[sandbox] {message}".encode(), True)
+        self._send_batch()
+
+    def on_report(self, data: bytes) -> None:
+        """Take bytes of the harness's report; past REPORT_MAX the report is dropped."""
+        if len(self.report) + len(data) > REPORT_MAX:
+            self.report_overflow = True
+            return
+        self.report += data
+
+    # ------------------------------------------------------------------ result
+    def _decide_limit(self, cgroup_oom: bool, pids_hit: bool, sig: int | None, stderr: str) -> str | None:
+        if self.limit_hit:
+            return self.limit_hit
+        if cgroup_oom:
+            return "memory"
+        cpu = self.cpu_s or 0.0
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s * 0.95):
+            return "cpu"
+        tail = stderr.rstrip().rsplit("\n", 3)[-3:]
+        if any(line.startswith("MemoryError") for line in tail):
+            return "memory"
+        if pids_hit:
+            return "pids"
+        return None
+
+    def result(self, *, cgroup_oom: bool, pids_hit: bool, setup_error: str | None) -> dict:
+        """Build the result message; call once the job's processes are gone."""
+        self.flush()
+        code = os.waitstatus_to_exitcode(self.status) if self.status is not None else None
+        exit_code, sig = (None, -code) if code is not None and code < 0 else (code, None)
+        stderr = "".join(self.text["stderr"])
+        limit = None if setup_error or self.cancelled else self._decide_limit(cgroup_oom, pids_hit, sig, stderr)
+        if setup_error:
+            status, message = "error", setup_error
+        elif self.cancelled:
+            status, message = "cancelled", "cancelled before it finished"
+        elif limit:
+            status, message = "limit", limit_message(limit, self.limits)
+            if limit not in ("wall", "cpu", "output"):  # those were noted when the job was stopped
+                self.note(message)
+        elif exit_code == 0:
+            status, message = "ok", "exited normally"
+        else:
+            status = "failed"
+            message = f"exit code {exit_code}" if sig is None else f"killed by signal {signal.Signals(sig).name}"
+        return {
+            "status": status, "exit_code": exit_code, "signal": sig,
+            "stdout": "".join(self.text["stdout"]), "stderr": "".join(self.text["stderr"]),
+            "duration_ms": int((time.monotonic() - self.started) * 1000), "limit_hit": limit,
+            "report": self._parsed_report(), "message": message,
+        }
+
+    def _parsed_report(self) -> dict | None:
+        if self.report_overflow or not self.report:
+            return None
+        try:
+            value = json.loads(bytes(self.report))
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None

@@ -1,0 +1,34 @@
+"""Per-job resource limits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one job may use. Units are in the field names' comments; defaults come from Settings."""
+
+    wall_s: float = 10.0  # seconds of wall clock from the moment the code is handed over
+    cpu_s: int = 10  # seconds of CPU, summed over every process and thread of the job
+    memory_bytes: int = 1 << 30  # bytes of memory (cgroup limit; address-space rlimit as a backstop)
+    pids: int = 64  # processes + threads alive at once
+    output_bytes: int = 1 << 20  # bytes of stdout + stderr together
+    source_bytes: int = 64 << 10  # bytes of UTF-8 source accepted
+    tmpfs_bytes: int = 64 << 20  # bytes of each private tmpfs (/tmp, /var/tmp, /dev/shm); also the max file size
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "Limits":
+        """Build the limits in force from a Settings object (its sandbox_* fields)."""
+        return cls(**{f.name: getattr(settings, f"sandbox_{f.name}") for f in fields(cls)})
+
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (sent to the fork server)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Limits":
+        """Build limits from to_dict()'s output, ignoring unknown keys."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,424 @@
+"""The fork server: imports torch once, then forks one isolated child per job.
+
+Started by the runner as `python -m app.sandbox.server CONFIG_JSON CONTROL_FD` with a clean environment, so it
+holds no secrets and no database handle: whatever it holds, every child inherits. It talks to the runner over one
+Unix socket (framed JSON, see protocol.py):
+
+    runner -> server   {"op": "run", "id", "payload", "limits"}   {"op": "cancel", "id"}
+    server -> runner   {"op": "ready", "info"}   {"op": "out", "id", "lines": [[stream, line], ...]}   {"op": "done", "id", "result"}
+
+The server is single-threaded (one selector loop): the parent of forked children must be, since a child forked
+while another thread holds a lock (or after an OpenMP region) can hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+
+from app.sandbox import child as childmod
+from app.sandbox import isolation, protocol
+from app.sandbox.cgroups import CgroupManager
+from app.sandbox.jobstate import RunningJob, limit_message
+from app.sandbox.limits import Limits
+
+# seconds between CPU-time checks of running jobs (the cgroup counts every thread and process of a job)
+CPU_POLL_S = 0.1
+# bytes read from a child's pipe at once
+READ_CHUNK = 1 << 16
+
+
+def log(message: str) -> None:
+    """Write one line to the server's stderr, which the runner passes on to its log."""
+    print(f"sandbox-server[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
+
+
+def warm_up() -> dict:
+    """Import torch, keep it single-threaded and run one training step so lazy imports are done before forking."""
+    import torch
+
+    torch.set_num_threads(1)  # a child forked after a multi-threaded OpenMP region hangs in its first matmul
+    model = torch.nn.Linear(10, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)  # the optimizer pulls in torch._dynamo (~0.8 s)
+    loss = torch.nn.functional.mse_loss(model(torch.randn(4, 10)), torch.randn(4, 2))
+    loss.backward()
+    opt.step()
+    return {"torch": torch.__version__}
+
+
+class ForkServer:
+    """The server's state: prepared context, pool of waiting children, running jobs."""
+
+    def __init__(self, config: dict, sock) -> None:
+        self.config = config
+        self.sock = sock
+        self.defaults = Limits.from_dict(config["limits"])
+        self.prefork = int(config.get("prefork", 0))
+        self.sel = selectors.DefaultSelector()
+        self.pool: list = []
+        self.children: dict[int, object] = {}  # outer child pid -> ChildProcess
+        self.jobs: dict[str, RunningJob] = {}
+        self.slots: set[int] = set()
+        self.refuse: str | None = None
+        self.info: dict = {}
+        self.setup_out: dict[int, bytearray] = {}
+        self.pool_failures = 0
+        self.closing = False
+        self._wake_r = self._wake_w = -1
+
+    # ------------------------------------------------------------------ preparation
+    def prepare(self) -> None:
+        """Warm up torch, import the harness, plan the root, build seccomp and cgroups, and self-test."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)  # orphans of jobs come back to us to be reaped
+        started = time.monotonic()
+        info = warm_up()
+        import app.sandbox.harness as harness  # before forking: children cannot read project files
+
+        root = os.getuid() == 0
+        unsafe = bool(self.config.get("unsafe_dev"))
+        seccomp_ok, seccomp_why = isolation.seccomp_available()
+        self.cgroups = CgroupManager() if root else None
+        self.staging = tempfile.mkdtemp(prefix="course-sbx-root-")
+        os.chmod(self.staging, 0o755)
+        self.ctx = childmod.Context(
+            isolate=root, plan=isolation.plan_root(), staging=self.staging,
+            uid_base=int(self.config.get("uid_base", 64000)),
+            seccomp=isolation.seccomp_filter() if seccomp_ok else None, harness=harness,
+            pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
+        )
+        if not root and not unsafe:
+            self.refuse = (
+                f"the sandbox needs root to isolate learner code (namespaces, cgroups, a per-slot uid) and runs "
+                f"as uid {os.getuid()}; run the app as root (e.g. in its container), or set "
+                f"COURSE_SANDBOX_UNSAFE_DEV=1 on a development machine to run code WITHOUT isolation"
+            )
+        info.update(self._describe(seccomp_why))
+        info["warmup_s"] = round(time.monotonic() - started, 3)
+        if self.refuse is None:
+            self._self_test(info, unsafe)
+        self.info = info
+
+    def _describe(self, seccomp_why: str) -> dict:
+        cg = self.cgroups
+        iso = self.ctx.isolate
+        return {
+            "uid": os.getuid(), "isolate": iso, "unsafe_dev": bool(self.config.get("unsafe_dev")),
+            "layers": {
+                "mount namespace + read-only root": iso, "pid namespace": iso, "network namespace": iso,
+                "ipc namespace": iso, "uts namespace": iso, "cgroup namespace": iso,
+                "private tmpfs (/tmp, /var/tmp, /dev/shm)": iso,
+                "seccomp filter": self.ctx.seccomp is not None, "unprivileged uid per slot": iso,
+                "rlimits": True, "cgroup memory": bool(cg and "memory" in cg.controllers),
+                "cgroup pids": bool(cg and "pids" in cg.controllers),
+                "cgroup cpu": bool(cg and "cpu" in cg.controllers),
+            },
+            "cgroup_version": cg.version if cg else "none",
+            "cgroup_note": (cg.reason if cg else "not root: cgroups unavailable").strip(),
+            "seccomp_note": seccomp_why,
+            "root_dirs": self.ctx.plan.dirs,
+            "uid_base": self.ctx.uid_base,
+            "limits": self.defaults.to_dict(),
+            "prefork": self.prefork,
+            "refuse": self.refuse,
+        }
+
+    def _self_test(self, info: dict, unsafe: bool) -> None:
+        """Run one empty job; if isolation fails on this host, refuse (or, in unsafe mode, run without it)."""
+        result = self.run_blocking({"code": "pass", "filename": "selftest.py", "mode": "run", "grade": None})
+        info["self_test"] = result["status"]
+        if result["status"] == "ok":
+            return
+        why = (result["stderr"].strip() or result["message"])[-500:]
+        if unsafe and self.ctx.isolate:
+            log(f"isolation failed ({why}); UNSAFE development mode: running code without isolation")
+            self.ctx.isolate = False
+            info.update(self._describe(info.get("seccomp_note", "")))
+            info["self_test"] = self.run_blocking({"code": "pass", "filename": "t.py", "mode": "run",
+                                                   "grade": None})["status"]
+        else:
+            self.refuse = f"the sandbox could not isolate a job on this host: {why}"
+            info["refuse"] = self.refuse
+
+    def run_blocking(self, payload: dict) -> dict:
+        """Run one job to completion inside the server (used for the start-up self-test)."""
+        results: list[dict] = []
+        send = self.send
+        self.send = lambda msg: results.append(msg) if msg.get("op") == "done" else None  # type: ignore[method-assign]
+        try:
+            self.start_job("selftest", payload, self.defaults)
+            while not results:
+                self.step()
+        finally:
+            self.send = send  # type: ignore[method-assign]
+        return results[0]["result"]
+
+    # ------------------------------------------------------------------ children
+    def _new_slot(self) -> int:
+        slot = 0
+        while slot in self.slots:
+            slot += 1
+        self.slots.add(slot)
+        return slot
+
+    def _spawn(self, limits: Limits):
+        slot = self._new_slot()
+        cgroup = self.cgroups.new_job(limits) if self.cgroups else None
+        proc = childmod.spawn(self.ctx, limits, slot, cgroup)
+        self.children[proc.pid] = proc
+        self.setup_out[proc.pid] = bytearray()
+        for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report")):
+            self.sel.register(fd, selectors.EVENT_READ, (kind, proc))
+        proc.job = None
+        proc.ready = False
+        return proc
+
+    def refill_pool(self) -> None:
+        """Keep `prefork` isolated children waiting for code (default limits only)."""
+        while (self.refuse is None and not self.closing and len(self.pool) < self.prefork
+               and self.pool_failures < 3):
+            self.pool.append(self._spawn(self.defaults))
+
+    def start_job(self, job_id: str, payload: dict, limits: Limits) -> None:
+        """Hand the payload to a waiting child (or a new one) and start its wall clock."""
+        proc = self.pool.pop(0) if (limits == self.defaults and self.pool) else self._spawn(limits)
+        job = RunningJob(job_id, proc, self.send)
+        proc.job = job
+        self.jobs[job_id] = job
+        data = json.dumps(payload).encode()
+        try:
+            if len(data) > childmod.PAYLOAD_PIPE_BYTES:
+                raise ValueError(f"job payload is {len(data)} bytes; at most {childmod.PAYLOAD_PIPE_BYTES}")
+            os.write(proc.payload, data)
+        except (OSError, ValueError) as exc:  # the child already died in setup: its result says why
+            log(f"could not hand over job {job_id}: {exc}")
+        os.close(proc.payload)
+        proc.payload = None
+
+    def kill(self, job: RunningJob, limit: str | None = None, cancelled: bool = False) -> None:
+        """Stop a job now: SIGKILL its processes; the result is sent once they are reaped."""
+        if job.status is not None:
+            return
+        if limit and job.limit_hit is None:
+            job.limit_hit = limit
+            if limit in ("wall", "cpu", "output"):
+                job.note(limit_message(limit, job.limits))
+        job.cancelled = job.cancelled or cancelled
+        self._kill_proc(job.child)
+
+    def _kill_proc(self, proc) -> None:
+        try:
+            if self.ctx.isolate:
+                os.kill(proc.pid, signal.SIGKILL)  # the job process is killed with its pid namespace
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if proc.cgroup is not None:
+            proc.cgroup.sweep()
+
+    # ------------------------------------------------------------------ events
+    def send(self, message: dict) -> None:
+        """Send one frame to the runner (blocking: the runner always reads)."""
+        self.sock.sendall(protocol.encode(message))
+
+    def on_pipe(self, kind: str, proc) -> bool:
+        """Read what a child wrote on stdout, stderr or the report pipe; return False when nothing was there."""
+        fd = getattr(proc, kind)
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return False
+        if not data:
+            self.sel.unregister(fd)
+            return False
+        if kind == "report" and not proc.ready:
+            proc.ready, data = True, data[1:]
+        job = proc.job
+        if job is None:
+            self.setup_out[proc.pid] += data
+        elif kind == "report":
+            job.on_report(data)
+        elif not job.on_output(kind, data):
+            self.kill(job, "output")
+        return True
+
+    def drain(self, proc) -> None:
+        """Read everything left in a dead child's pipes (stop early if a straggler still holds one open)."""
+        for kind in ("stdout", "stderr", "report"):
+            while getattr(proc, kind) in self.sel.get_map() and self.on_pipe(kind, proc):
+                pass
+
+    def reap(self) -> None:
+        """Collect every exited child; finish the jobs whose outer child exited."""
+        while True:
+            try:
+                pid, status, _ = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            proc = self.children.pop(pid, None)
+            if proc is not None:
+                self.finish(proc, status)
+
+    def finish(self, proc, status: int) -> None:
+        """The outer child exited: kill stragglers, drain output, send the result, clean up."""
+        job = proc.job
+        if proc.cgroup is not None:
+            proc.cgroup.sweep()
+        self.drain(proc)
+        for fd in (proc.stdout, proc.stderr, proc.report):
+            if fd in self.sel.get_map():
+                self.sel.unregister(fd)
+            os.close(fd)
+        if proc.payload is not None:
+            os.close(proc.payload)
+        setup = bytes(self.setup_out.pop(proc.pid, b"")).decode(errors="replace")
+        if job is None:  # a pre-forked child died before getting work
+            self.pool = [p for p in self.pool if p is not proc]
+            if not self.closing:
+                self.pool_failures += 1
+                log(f"pre-forked child {proc.pid} exited early (status {status}): {setup.strip()[-300:]}")
+        else:
+            job.status = status
+            cg = proc.cgroup
+            if cg is not None:
+                job.cpu_s = cg.cpu_seconds()
+            setup_error = None
+            if not proc.ready:
+                setup_error = "the sandbox could not start the job: " + (
+                    ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
+            result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
+                                setup_error=setup_error)
+            del self.jobs[job.id]
+            self.send({"op": "done", "id": job.id, "result": result})
+        if proc.cgroup is not None:
+            proc.cgroup.remove()
+        self.slots.discard(proc.slot)
+
+    def check_limits(self) -> None:
+        """Stop jobs past their wall-clock deadline or CPU allowance."""
+        now = time.monotonic()
+        for job in list(self.jobs.values()):
+            if job.status is not None:
+                continue
+            if now >= job.deadline:
+                self.kill(job, "wall")
+            elif job.child.cgroup is not None:
+                cpu = job.child.cgroup.cpu_seconds()
+                if cpu is not None and cpu >= job.limits.cpu_s:
+                    job.cpu_s = cpu
+                    self.kill(job, "cpu")
+
+    def on_control(self, reader: protocol.FrameReader) -> None:
+        """Handle frames from the runner."""
+        data = self.sock.recv(1 << 20)
+        if not data:
+            self.closing = True
+            return
+        for msg in reader.feed(data):
+            if msg["op"] == "run":
+                limits = Limits.from_dict(msg["limits"]) if msg.get("limits") else self.defaults
+                if self.refuse:
+                    self.send({"op": "done", "id": msg["id"], "result": refused_result(self.refuse)})
+                else:
+                    self.start_job(msg["id"], msg["payload"], limits)
+            elif msg["op"] == "cancel" and msg["id"] in self.jobs:
+                self.kill(self.jobs[msg["id"]], cancelled=True)
+
+    def step(self, timeout: float | None = None) -> None:
+        """Wait for one round of events and handle them."""
+        if self.jobs:
+            nearest = min(j.deadline for j in self.jobs.values()) - time.monotonic()
+            timeout = max(0.0, min(CPU_POLL_S, nearest))
+        for key, _ in self.sel.select(timeout):
+            kind, obj = key.data
+            if kind == "wake":
+                while _readable(self._wake_r):
+                    os.read(self._wake_r, 512)
+            elif kind == "control":
+                self.on_control(obj)
+            else:
+                self.on_pipe(kind, obj)
+        self.reap()
+        self.check_limits()
+
+    def install_wakeup(self) -> None:
+        """Turn SIGCHLD into a readable pipe so the selector wakes when a job exits."""
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        signal.set_wakeup_fd(self._wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
+
+    def serve(self) -> None:
+        """Run until the runner closes the socket; then kill everything and clean up."""
+        self.sel.register(self.sock.fileno(), selectors.EVENT_READ, ("control", protocol.FrameReader()))
+        self.send({"op": "ready", "info": self.info})
+        try:
+            while not self.closing:
+                self.refill_pool()
+                self.step()
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Kill every child, remove cgroups and the staging directory."""
+        self.closing = True
+        for proc in list(self.children.values()):
+            self._kill_proc(proc)
+        deadline = time.monotonic() + 5
+        while self.children and time.monotonic() < deadline:
+            self.send = lambda msg: None  # type: ignore[method-assign]
+            self.reap()
+            time.sleep(0.01)
+        if self.cgroups:
+            self.cgroups.remove()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _readable(fd: int) -> bool:
+    import select
+
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def refused_result(message: str) -> dict:
+    """Return the result of a job the server refuses to run."""
+    return {"status": "error", "exit_code": None, "signal": None, "stdout": "", "stderr": "", "duration_ms": 0,
+            "limit_hit": None, "report": None, "message": message}
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: `python -m app.sandbox.server CONFIG_JSON CONTROL_FD`."""
+    import socket
+
+    config, fd = json.loads(argv[1]), int(argv[2])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runner, which stops us in order
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    server = ForkServer(config, sock)
+    try:
+        server.install_wakeup()
+        server.prepare()
+    except Exception as exc:  # noqa: BLE001 - tell the runner why, then exit
+        traceback.print_exc()
+        server.send({"op": "ready", "info": {"refuse": f"the sandbox server failed to start: {exc}"}})
+        return 1
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
