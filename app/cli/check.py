@@ -33,12 +33,13 @@ def grade_exercises(exercises_dir: Path, settings: Settings) -> list[str]:
     return list(check_exercises(exercises_dir, settings))
 
 
-def collect_errors(course: Course, settings: Settings, run: bool) -> list[ContentError | str]:
-    """Return the static errors, then (with run) failing runnable blocks and exercise grading errors."""
+def collect_errors(course: Course, settings: Settings, run: bool, grade: bool) -> list[ContentError | str]:
+    """Return the static errors, then failing runnable blocks (run) and exercise grading errors (grade)."""
     errors = sorted((e for e in course.errors if isinstance(e, ContentError)), key=lambda e: (str(e.path), e.line))
     errors += [e for e in course.errors if not isinstance(e, ContentError)]
     if run:
         errors += run_runnable_blocks(course)
+    if grade:
         errors += grade_exercises(course.exercises_dir, settings)
     return errors
 
@@ -47,13 +48,14 @@ def collect_errors(course: Course, settings: Settings, run: bool) -> list[Conten
 @click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--exercises", "exercises_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Exercise folders (default: exercises/ beside the lessons, else COURSE_EXERCISES_DIR).")
-@click.option("--no-run", is_flag=True, help="Static checks only: do not run code blocks or grade exercises.")
-def check(path: Path | None, exercises_dir: Path | None, no_run: bool) -> None:
+@click.option("--no-run", is_flag=True, help="Do not run the lessons' runnable code blocks.")
+@click.option("--no-grade", is_flag=True, help="Do not grade exercise solutions and wrong answers in the sandbox.")
+def check(path: Path | None, exercises_dir: Path | None, no_run: bool, no_grade: bool) -> None:
     """Check lessons and exercises; print `file:line: what to fix` per problem, exit 1 on any."""
     settings = get_settings()
     lessons_dir, exercises_dir = resolve_paths(path, exercises_dir, settings)
     course = load_course(lessons_dir, exercises_dir, settings.static_dir)
-    errors = collect_errors(course, settings, run=not no_run)
+    errors = collect_errors(course, settings, run=not no_run, grade=not no_grade)
     for error in errors:
         click.echo(str(error))
     if errors:

@@ -48,7 +48,7 @@ class Lesson:
         return [slug for slug in self.meta.exercises if slug not in placed]
 
 
-def _yaml_line(text: str, loc: tuple, first_line: int) -> int:
+def yaml_line(text: str, loc: tuple, first_line: int) -> int:
     """Return the file line of the YAML node at a pydantic error location (the block's start if not found)."""
     try:
         node = yaml.compose(text)
@@ -78,7 +78,7 @@ def _meta_errors(path: Path, exc: ValidationError, text: str, first_line: int) -
             "missing": f"add `{where}:` to the front matter",
             "extra_forbidden": f"remove `{where}` (allowed fields: {', '.join(LessonMeta.model_fields)})",
         }.get(err["type"], f"fix `{where}`: {err['msg']}")
-        errors.append(ContentError(path, _yaml_line(text, err["loc"], first_line), f"front matter: {hint}"))
+        errors.append(ContentError(path, yaml_line(text, err["loc"], first_line), f"front matter: {hint}"))
     return errors
 
 

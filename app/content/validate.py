@@ -6,7 +6,6 @@ because it takes seconds rather than milliseconds.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 RESERVED_IDS = {"main", "toc", "external-links", "exercises", "lesson-nav", "progress", "comments"}
 PYTHON_LANGS = {"python", "py", "python3"}
 KNOWN_DIRECTIVES = {"exercise"}
-FM_LINE = re.compile(r"^\s*-\s*(\S+)\s*$")
 
 
 def check_lessons(course: Course, static_dir: Path | None = None) -> list[ContentError]:
@@ -132,12 +130,11 @@ def _front_matter_exercises(course: Course, lesson: Lesson) -> list[ContentError
 
 
 def _fm_item_line(lesson: Lesson, slug: str) -> int:
+    from app.content.lessons import yaml_line
+
     text, first = lesson.facts.front_matter or ("", 1)
-    for i, line in enumerate(text.splitlines()):
-        m = FM_LINE.match(line)
-        if (m and m.group(1).strip("'\"") == slug) or re.search(rf"[\[,\s]{re.escape(slug)}[\],\s]", line + " "):
-            return first + 1 + i
-    return _fm_key_line(lesson, "exercises")
+    index = lesson.meta.exercises.index(slug)
+    return yaml_line(text, ("exercises", index), first)
 
 
 def check_headings(lesson: Lesson) -> list[ContentError]:
