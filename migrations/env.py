@@ -63,6 +63,8 @@ def run_migrations_online() -> None:
                 connection=connection,
                 target_metadata=target_metadata,
                 render_as_batch=True,  # SQLite cannot ALTER most things; batch mode rebuilds the table
+                # app.db emits BEGIN itself on SQLite, so a failed migration rolls back whole there too
+                transactional_ddl=True,
                 render_item=render_item,
                 compare_type=compare_type,
             )

@@ -1,0 +1,62 @@
+"""`course users create|promote`: make accounts from the command line (the first instructor starts here)."""
+
+from __future__ import annotations
+
+import click
+
+from app import accounts
+from app.config import get_settings
+from app.db import Database
+
+
+def _database() -> Database:
+    return Database(get_settings().database_url)
+
+
+@click.group("users")
+def users() -> None:
+    """Create accounts and give them roles (run `course db upgrade` first)."""
+
+
+@users.command("create")
+@click.argument("email")
+@click.option("--name", "display_name", help="Display name shown beside comments (default: the email's name).")
+@click.option("--instructor", is_flag=True, help="Make the account an instructor (can hide and delete comments).")
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
+              envvar="COURSE_NEW_USER_PASSWORD", help="Asked for when omitted; or set COURSE_NEW_USER_PASSWORD.")  # fmt: skip
+def create(email: str, display_name: str | None, instructor: bool, password: str) -> None:
+    """Create an account for EMAIL."""
+    if not accounts.EMAIL_RE.match(email.strip()):
+        raise click.UsageError(f"{email!r} does not look like an email address (name@example.org)")
+    if len(password) < 8:
+        raise click.UsageError("the password is shorter than 8 characters")
+    db = _database()
+    try:
+        with db.session(write=True) as session:
+            user = accounts.create_user(
+                session, email=email, password=password, display_name=display_name or email.split("@")[0],
+                role="instructor" if instructor else "learner",
+            )  # fmt: skip
+            session.commit()
+            click.echo(f"created {user.role} {user.email} (id {user.id})")
+    except accounts.EmailTaken:
+        raise click.ClickException(f"an account for {email} exists already; `course users promote` changes roles")
+    finally:
+        db.dispose()
+
+
+@users.command("promote")
+@click.argument("email")
+@click.option("--demote", is_flag=True, help="Make the instructor a learner again.")
+def promote(email: str, demote: bool) -> None:
+    """Make the account for EMAIL an instructor (or a learner again with --demote)."""
+    db = _database()
+    try:
+        with db.session(write=True) as session:
+            user = accounts.set_role(session, email=email, role="learner" if demote else "instructor")
+            session.commit()
+            click.echo(f"{user.email} is now {'a learner' if demote else 'an instructor'}")
+    except accounts.UnknownUser:
+        raise click.ClickException(f"no account for {email}; create it with `course users create {email}`")
+    finally:
+        db.dispose()

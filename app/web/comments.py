@@ -1,0 +1,253 @@
+"""Comment threads: the JSON API the page's script uses, and form routes for browsers without JavaScript."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, HTTPException, Query, Request, Response
+from fastapi.responses import RedirectResponse
+from pydantic import BaseModel, Field
+
+from app import comments
+from app.models import Comment, User
+from app.web.deps import CurrentUser, OptionalUser, SessionDep
+
+router = APIRouter()
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+
+
+def known_lesson(request: Request, slug: str) -> bool:
+    """Say whether the course the site loaded has a lesson with this slug."""
+    course = getattr(request.app.state, "course", None)
+    return bool(SLUG_RE.match(slug)) and course is not None and course.get(slug) is not None
+
+
+def require_lesson(request: Request, slug: str) -> str:
+    """Return the slug; 404 if there is no such lesson."""
+    if not known_lesson(request, slug):
+        raise HTTPException(404, f"There is no lesson {slug!r}.")
+    return slug
+
+
+class AuthorOut(BaseModel):
+    id: int
+    display_name: str
+
+
+class CommentOut(BaseModel):
+    id: int
+    lesson: str
+    parent_id: int | None
+    author: AuthorOut
+    body: str = Field(description="The Markdown exactly as typed (empty once deleted).")
+    html: str = Field(description="The body rendered and sanitised; safe to insert into the page.")
+    created_at: datetime
+    edited_at: datetime | None
+    edited: bool
+    hidden: bool
+    deleted: bool
+    can_edit: bool
+    can_delete: bool
+    can_hide: bool
+    can_reply: bool
+    replies: list["CommentOut"] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, c: Comment, viewer: User | None, replies: list[Comment] = ()) -> "CommentOut":
+        return cls(
+            id=c.id,
+            lesson=c.lesson_slug,
+            parent_id=c.parent_id,
+            author=AuthorOut(id=c.author.id, display_name=c.author.display_name),
+            body=c.body,
+            html=comments.render_markdown(c.body) if not c.deleted else "",
+            created_at=c.created_at,
+            edited_at=c.edited_at,
+            edited=c.edited_at is not None,
+            hidden=c.hidden,
+            deleted=c.deleted,
+            replies=[cls.of(r, viewer) for r in replies],
+            **comments.permissions(c, viewer),
+        )
+
+
+class ThreadOut(BaseModel):
+    lesson: str
+    count: int = Field(description="Comments this viewer can see, replies included.")
+    page: int
+    pages: int
+    per_page: int
+    comments: list[CommentOut]
+
+
+class CommentIn(BaseModel):
+    body: str = Field(description="Markdown; raw HTML is shown as text. Limit: settings.comment_max_chars.")
+    parent_id: int | None = Field(default=None, description="Reply to this top-level comment.")
+
+
+class CommentEdit(BaseModel):
+    body: str
+
+
+class HideIn(BaseModel):
+    hidden: bool = True
+
+
+def _fail(exc: comments.CommentError) -> HTTPException:
+    return HTTPException(exc.status, exc.message)
+
+
+def _max_chars(request: Request) -> int:
+    return request.app.state.settings.comment_max_chars
+
+
+ERRORS = {400: {"description": "Bad reply"}, 401: {"description": "Not signed in"},
+          403: {"description": "Not yours"}, 404: {"description": "No such lesson or comment"},
+          413: {"description": "Comment too long"}}  # fmt: skip
+
+
+@router.get("/api/lessons/{slug}/comments", response_model=ThreadOut, tags=["comments"], responses=ERRORS)
+def api_thread(slug: str, request: Request, session: SessionDep, viewer: OptionalUser,
+               page: Annotated[int, Query(ge=1)] = 1) -> ThreadOut:  # fmt: skip
+    """List one page (50 threads) of a lesson's comments, replies attached; anyone may read."""
+    require_lesson(request, slug)
+    thread = comments.list_thread(session, lesson_slug=slug, viewer=viewer, page=page)
+    return ThreadOut(
+        lesson=slug,
+        count=thread.count,
+        page=thread.page,
+        pages=thread.pages,
+        per_page=comments.PER_PAGE,
+        comments=[CommentOut.of(c, viewer, thread.replies.get(c.id, [])) for c in thread.comments],
+    )
+
+
+@router.post("/api/lessons/{slug}/comments", status_code=201, response_model=CommentOut, tags=["comments"],
+             responses=ERRORS)  # fmt: skip
+def api_post(slug: str, data: CommentIn, request: Request, session: SessionDep, user: CurrentUser) -> CommentOut:
+    """Post a comment, or a reply with parent_id; signed-in users only."""
+    require_lesson(request, slug)
+    try:
+        comment = comments.post_comment(
+            session, author=user, lesson_slug=slug, body=data.body, parent_id=data.parent_id,
+            max_chars=_max_chars(request),
+        )  # fmt: skip
+    except comments.CommentError as exc:
+        raise _fail(exc) from None
+    session.commit()
+    return CommentOut.of(comment, user)
+
+
+@router.patch("/api/comments/{comment_id}", response_model=CommentOut, tags=["comments"], responses=ERRORS)
+def api_edit(comment_id: int, data: CommentEdit, request: Request, session: SessionDep, user: CurrentUser):
+    """Edit your own comment; it is marked as edited."""
+    try:
+        comment = comments.edit_comment(
+            session, comment_id=comment_id, editor=user, body=data.body, max_chars=_max_chars(request)
+        )
+    except comments.CommentError as exc:
+        raise _fail(exc) from None
+    session.commit()
+    return CommentOut.of(comment, user)
+
+
+@router.delete("/api/comments/{comment_id}", status_code=204, tags=["comments"], responses=ERRORS)
+def api_delete(comment_id: int, session: SessionDep, user: CurrentUser) -> Response:
+    """Delete your own comment (instructors: any comment)."""
+    try:
+        comments.delete_comment(session, comment_id=comment_id, actor=user)
+    except comments.CommentError as exc:
+        raise _fail(exc) from None
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.post("/api/comments/{comment_id}/hide", response_model=CommentOut, tags=["comments"], responses=ERRORS)
+def api_hide(comment_id: int, session: SessionDep, user: CurrentUser, data: HideIn | None = None) -> CommentOut:
+    """Hide a comment from learners (instructors only); send {"hidden": false} to show it again."""
+    try:
+        comment = comments.hide_comment(
+            session, comment_id=comment_id, actor=user, hidden=data.hidden if data else True
+        )
+    except comments.CommentError as exc:
+        raise _fail(exc) from None
+    session.commit()
+    return CommentOut.of(comment, user)
+
+
+# --- forms for browsers without JavaScript: act, then go back to the lesson's thread -----------------------
+
+
+def _back(slug: str, error: str | None = None) -> RedirectResponse:
+    query = f"?comment_error={quote(error)}" if error else ""
+    return RedirectResponse(f"/lessons/{quote(slug)}{query}#comments", status_code=303)
+
+
+@router.post("/lessons/{slug}/comments", include_in_schema=False)
+def form_post(
+    slug: str,
+    request: Request,
+    session: SessionDep,
+    user: CurrentUser,
+    body: Annotated[str, Form()] = "",
+    parent_id: Annotated[int | None, Form()] = None,
+):
+    require_lesson(request, slug)
+    try:
+        comments.post_comment(
+            session, author=user, lesson_slug=slug, body=body, parent_id=parent_id, max_chars=_max_chars(request)
+        )
+    except comments.CommentError as exc:
+        return _back(slug, exc.message)
+    session.commit()
+    return _back(slug)
+
+
+@router.post("/comments/{comment_id}/delete", include_in_schema=False)
+def form_delete(comment_id: int, session: SessionDep, user: CurrentUser):
+    try:
+        comment = comments.delete_comment(session, comment_id=comment_id, actor=user)
+    except comments.CommentError as exc:
+        raise _fail(exc) from None
+    session.commit()
+    return _back(comment.lesson_slug)
+
+
+@router.post("/comments/{comment_id}/hide", include_in_schema=False)
+def form_hide(comment_id: int, session: SessionDep, user: CurrentUser, hidden: Annotated[str, Form()] = "1"):
+    try:
+        comment = comments.hide_comment(session, comment_id=comment_id, actor=user, hidden=hidden == "1")
+    except comments.CommentError as exc:
+        raise _fail(exc) from None
+    session.commit()
+    return _back(comment.lesson_slug)
+
+
+# --- template helper (registered as a Jinja global by app.web.deps.install) ---------------------------------
+
+
+def comment_thread(request: Request, lesson) -> dict:
+    """Return what templates/comments/_thread.html shows: one page of the thread as this visitor sees it."""
+    viewer = getattr(request.state, "user", None)
+    try:
+        page = max(1, int(request.query_params.get("comments_page", "1")))
+    except ValueError:
+        page = 1
+    with request.app.state.db.session() as session:
+        thread = comments.list_thread(session, lesson_slug=lesson.slug, viewer=viewer, page=page)
+        items = [CommentOut.of(c, viewer, thread.replies.get(c.id, [])) for c in thread.comments]
+    return {
+        "count": thread.count,
+        "page": thread.page,
+        "pages": thread.pages,
+        "comments": items,
+        "error": request.query_params.get("comment_error"),
+        "max_chars": request.app.state.settings.comment_max_chars,
+    }
+
+
+TEMPLATE_GLOBALS = {"comment_thread": comment_thread}
