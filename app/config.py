@@ -77,11 +77,12 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def check_secret(self) -> "Settings":
-        """Refuse to run outside development with the shipped secret."""
-        if self.env == "production" and self.secret_key == DEFAULT_SECRET:
+        """Refuse to run outside development (production, test) with the shipped secret: it signs sessions."""
+        if self.env != "development" and self.secret_key == DEFAULT_SECRET:
             raise ValueError(
                 "COURSE_SECRET_KEY is the shipped development default; set it to a long random string "
-                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(48))'`) before running in production"
+                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(48))'`) before running with "
+                f"COURSE_ENV={self.env}"
             )
         return self
 

@@ -8,7 +8,10 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
-from app.web import lessons, templating
+from app.web import auth as auth_routes
+from app.web import comments as comment_routes
+from app.web import deps, lessons, templating
+from app.web import progress as progress_routes
 
 
 def create_app(settings: Settings | None = None, *, watch_content: bool = False) -> FastAPI:
@@ -29,8 +32,12 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
 
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan)
     app.state.settings = settings
+    deps.install(app, settings)  # database, sessions, identity, CSRF on every unsafe route, rate limiter
     app.state.course = course
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.add_exception_handler(404, lessons.not_found)
     app.include_router(lessons.router)
+    app.include_router(auth_routes.router)
+    app.include_router(comment_routes.router)
+    app.include_router(progress_routes.router)
     return app

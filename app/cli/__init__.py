@@ -15,9 +15,13 @@ def _register() -> None:
     # (each subcommand module adds its import + main.add_command line below)
     from app.cli.check import check
     from app.cli.serve import serve
+    from app.cli.db import db
+    from app.cli.users import users
 
     main.add_command(serve)
     main.add_command(check)
+    main.add_command(db)
+    main.add_command(users)
 
 
 _register()
