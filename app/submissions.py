@@ -1,0 +1,322 @@
+"""Live submissions: take a learner's code, grade it in the background, stream its events, keep the verdict.
+
+One submission's life: `LiveHub.submit` hands the code to the grader (which submits one job to the runner) and
+returns as soon as the runner has accepted the job (or refused it: `Busy`, which the web layer turns into 429);
+only an accepted job becomes a stored Submission row, so a full queue never costs the learner an attempt.
+While the job runs, every output line is appended to an in-memory `LiveRun`, which any number of subscribers
+replay from the start (a page that connects late still sees every line). When grading ends the verdict is
+stored (progress updated by `app.progress.finish_submission`), pushed as the last event, and the LiveRun is
+kept a little longer for late subscribers; after that, events are rebuilt from the stored row.
+
+Database work runs in worker threads (`anyio.to_thread`): SQLite may wait in its busy timeout, and the event
+loop that streams output to every learner must not wait with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import progress
+from app.content.exercises import Exercise
+from app.db import Database
+from app.models import Submission
+from app.runner.base import Busy, OutputEvent
+
+log = logging.getLogger(__name__)
+
+# seconds a finished run's events stay in memory for subscribers that connect late; later ones read the DB
+LINGER_S = 30.0
+# failed attempts after which the reference solution is shown (a pass shows it at once)
+SOLUTION_AFTER_FAILURES = 5
+# statuses that count as the learner's own failed attempt ("error" is the grader's fault, "rejected" never ran)
+FAILED_STATUSES = ("failed", "timeout")
+
+
+class Refused(Exception):
+    """Code the site will not run: `status_code` (413 too large, 400 not UTF-8) and a message a person can act on."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+def check_code(code: str, *, source_bytes: int) -> None:
+    """Refuse code that is not UTF-8 text (400) or is over the source limit (413)."""
+    try:
+        size = len(code.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise Refused(400, f"The code is not valid UTF-8 text (character {exc.start} cannot be encoded); "
+                           "remove that character and run again.") from None
+    if size > source_bytes:
+        raise Refused(413, f"The code is {size / 1024:.1f} KiB; the limit is {source_bytes / 1024:.0f} KiB. "
+                           "Shorten it (an exercise needs a few dozen lines) and run again.")
+
+
+# --- the live event buffer ---------------------------------------------------------------------------------
+
+
+@dataclass
+class LiveRun:
+    """Every event of one running submission, in order, for any number of subscribers to replay."""
+
+    events: list[tuple[str, dict]] = field(default_factory=list)
+    done: bool = False
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, kind: str, data: dict) -> None:
+        """Append one event and wake every subscriber."""
+        self.events.append((kind, data))
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    def close(self) -> None:
+        """Mark the run finished; subscribers drain what is left and stop."""
+        self.done = True
+        self._wake.set()
+
+    async def replay(self) -> AsyncIterator[tuple[str, dict]]:
+        """Yield every event from the first, then new ones as they come, until the run is done."""
+        sent = 0
+        while True:
+            wake = self._wake
+            while sent < len(self.events):
+                yield self.events[sent]
+                sent += 1
+            if self.done:
+                return
+            await wake.wait()
+
+
+def output_data(event: Any, *rest: Any) -> dict:
+    """Turn whatever the grader reports for a line (an OutputEvent, or stream and line) into event data."""
+    if isinstance(event, OutputEvent) or hasattr(event, "line"):
+        return {"stream": event.stream, "line": event.line}
+    if rest:
+        return {"stream": str(event), "line": str(rest[0])}
+    return {"stream": "stdout", "line": str(event)}
+
+
+def error_verdict(exercise_slug: str, message: str) -> dict:
+    """Return the Verdict JSON for a run the site itself failed (not the learner's fault)."""
+    return {"exercise": exercise_slug, "status": "error", "checks": [], "stdout": "", "stderr": message,
+            "duration_ms": 0, "device": "cpu"}
+
+
+def stored_events(submission: Submission) -> list[tuple[str, dict]]:
+    """Rebuild the events of a finished submission from its stored verdict (stdout lines, stderr lines, verdict)."""
+    verdict = submission.verdict or error_verdict(submission.exercise_slug, "This run has no stored verdict.")
+    events = [("output", {"stream": stream, "line": line})
+              for stream in ("stdout", "stderr") for line in (verdict.get(stream) or "").splitlines()]
+    return events + [("verdict", verdict_json(submission))]
+
+
+# --- running submissions ---------------------------------------------------------------------------------
+
+
+class _WatchedRunner:
+    """The runner, as the grader sees it, with a future that resolves once the runner accepts or refuses the job."""
+
+    def __init__(self, runner: Any, accepted: asyncio.Future) -> None:
+        self._runner = runner
+        self._accepted = accepted
+
+    async def submit(self, job):
+        try:
+            handle = await self._runner.submit(job)
+        except BaseException as exc:
+            if not self._accepted.done():
+                self._accepted.set_exception(exc)
+            raise
+        if not self._accepted.done():
+            self._accepted.set_result(handle)
+        return handle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+class LiveHub:
+    """The submissions this process is grading: start them, stream them, store them."""
+
+    def __init__(self, db: Database, runner: Any, grade: Any = None) -> None:
+        self.db = db
+        self.runner = runner
+        self._grade_fn = grade
+        self.runs: dict[str, LiveRun] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def _grader(self):
+        if self._grade_fn is None:
+            from app.grading import grade_submission  # imported late: grading pulls in the harness's specs
+
+            self._grade_fn = grade_submission
+        return self._grade_fn
+
+    async def submit(self, *, exercise: Exercise, learner_id: str, code: str) -> str:
+        """Start grading; return the stored submission's id once the runner took the job. Raises Busy."""
+        run = LiveRun()
+        accepted: asyncio.Future = asyncio.get_running_loop().create_future()
+        recorded: asyncio.Future = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._grade(exercise, code, run, accepted, recorded))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        await asyncio.wait({accepted, task}, return_when=asyncio.FIRST_COMPLETED)
+        if accepted.done() and accepted.exception() is not None:
+            raise accepted.exception()
+        try:
+            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code)
+        except BaseException as exc:
+            task.cancel()
+            recorded.set_exception(exc)
+            raise
+        self.runs[submission_id] = run
+        recorded.set_result(submission_id)
+        return submission_id
+
+    def _record(self, learner_id: str, exercise_slug: str, code: str) -> str:
+        with self.db.session(write=True) as session, session.begin():
+            submission = progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
+                                                    code=code)
+            progress.start_submission(session, submission_id=submission.id)
+            return submission.id
+
+    async def _grade(self, exercise: Exercise, code: str, run: LiveRun, accepted: asyncio.Future,
+                     recorded: asyncio.Future) -> None:
+        """Grade in the background, push output as it comes, then store and push the verdict."""
+        on_output = lambda *args: run.push("output", output_data(*args))  # noqa: E731
+        try:
+            verdict = await self._grader()(exercise, code, _WatchedRunner(self.runner, accepted), on_output)
+            verdict = verdict.model_dump(mode="json") if hasattr(verdict, "model_dump") else dict(verdict)
+        except Busy:
+            return  # refused before it ran; submit() answers 429 and nothing was stored
+        except Exception:
+            log.exception("grading %s failed", exercise.slug)
+            verdict = error_verdict(exercise.slug, "The grader failed on this run (not your code's fault); "
+                                                   "run again, and tell the course staff if it keeps happening.")
+        finally:
+            if not accepted.done():
+                accepted.set_result(None)  # the grader finished without queueing a job (e.g. refused it itself)
+        if accepted.exception() is not None:
+            return  # the runner refused the job (the grader turned that into a verdict): nothing was stored
+        submission_id = await recorded
+        stored = await anyio.to_thread.run_sync(self._finish, submission_id, verdict)
+        run.push("verdict", stored)
+        run.close()
+        await asyncio.sleep(LINGER_S)
+        self.runs.pop(submission_id, None)
+
+    def _finish(self, submission_id: str, verdict: dict) -> dict:
+        with self.db.session(write=True) as session, session.begin():
+            submission = progress.finish_submission(session, submission_id=submission_id, verdict=verdict)
+            return verdict_json(submission)
+
+    async def events(self, submission_id: str, *, poll_s: float = 0.25,
+                     timeout_s: float = 120.0) -> AsyncIterator[tuple[str, dict]]:
+        """Yield a submission's events from the first: live if this process runs it, else from the database.
+
+        A run this process does not hold may belong to another web worker; wait for its stored verdict, and
+        give up with an error verdict after `timeout_s` (its process went away mid-run).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            run = self.runs.get(submission_id)
+            if run is not None:
+                async for event in run.replay():
+                    yield event
+                return
+            submission = await anyio.to_thread.run_sync(self._load, submission_id)
+            if submission is None:
+                return
+            if submission.finished:
+                for event in stored_events(submission):
+                    yield event
+                return
+            if time.monotonic() > deadline:
+                yield "verdict", {**verdict_json(submission), **error_verdict(
+                    submission.exercise_slug, "This run was interrupted (the server restarted); run it again.")}
+                return
+            await asyncio.sleep(poll_s)
+
+    def _load(self, submission_id: str) -> Submission | None:
+        with self.db.session() as session:
+            return progress.get_submission(session, submission_id)
+
+    async def close(self) -> None:
+        """Cancel every run still in progress (the app is stopping)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+# --- reading submissions --------------------------------------------------------------------------------
+
+
+def iso(value) -> str | None:
+    """Format a timestamp for JSON."""
+    return value.isoformat() if value else None
+
+
+def verdict_json(submission: Submission) -> dict:
+    """Return the Verdict JSON of a submission (DESIGN.md), plus its id, code and timings.
+
+    While it is not finished, status is "queued" or "running" and checks are empty.
+    """
+    verdict = submission.verdict or {"exercise": submission.exercise_slug, "checks": [], "stdout": "",
+                                     "stderr": "", "duration_ms": None, "device": None}
+    return {**verdict, "id": submission.id, "status": submission.status, "code": submission.code,
+            "created_at": iso(submission.created_at), "finished_at": iso(submission.finished_at)}
+
+
+def attempt_summary(submission: Submission) -> dict:
+    """Return one line of the attempts history (no code, no output)."""
+    checks = (submission.verdict or {}).get("checks") or []
+    return {"id": submission.id, "status": submission.status, "created_at": iso(submission.created_at),
+            "finished_at": iso(submission.finished_at), "duration_ms": submission.duration_ms,
+            "checks_passed": sum(1 for c in checks if c.get("passed")), "checks_total": len(checks)}
+
+
+def failed_attempts(session: Session, *, learner_id: str, exercise_slug: str) -> int:
+    """Count the learner's attempts at an exercise that ran and failed."""
+    return session.scalar(select(func.count()).select_from(Submission).where(
+        Submission.learner_id == learner_id, Submission.exercise_slug == exercise_slug,
+        Submission.status.in_(FAILED_STATUSES)))
+
+
+def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, limit: int = 20) -> dict:
+    """Return what the panel shows a learner: attempts (newest first), last code, and the solution when earned.
+
+    The solution unlocks after a pass or after SOLUTION_AFTER_FAILURES failed attempts; the server decides,
+    so the page never holds an answer the learner has not earned.
+    """
+    attempts = progress.list_submissions(session, learner_id=learner_id, exercise_slug=exercise.slug, limit=limit)
+    row = progress.learner_progress(session, learner_id=learner_id).exercises.get(exercise.slug)
+    passed = row is not None and row.passed_at is not None
+    failures = failed_attempts(session, learner_id=learner_id, exercise_slug=exercise.slug)
+    unlocked = passed or failures >= SOLUTION_AFTER_FAILURES
+    reason = ("You passed; here is the reference solution to compare with yours." if passed else
+              f"After {failures} failed attempts, here is the reference solution." if unlocked else None)
+    return {
+        "exercise": exercise.slug,
+        "attempts": [attempt_summary(s) for s in attempts],
+        "latest_code": attempts[0].code if attempts else None,
+        "passed": passed,
+        "failed_attempts": failures,
+        "solution_unlocked": unlocked,
+        "solution_reason": reason,
+        "solution": exercise.solution if unlocked else None,
+        "failures_to_unlock": max(0, SOLUTION_AFTER_FAILURES - failures) if not unlocked else 0,
+    }
+
+
+__all__ = ["LiveHub", "LiveRun", "Refused", "check_code", "verdict_json", "attempt_summary", "exercise_state",
+           "failed_attempts", "stored_events", "error_verdict", "SOLUTION_AFTER_FAILURES", "Busy"]

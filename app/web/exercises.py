@@ -1,0 +1,173 @@
+"""Live exercises over HTTP: submit code, stream its run (SSE), read verdicts and the attempts history.
+
+Thin routes over `app.submissions`. Who may read a submission is decided in dependencies, before a streaming
+response starts: a check inside the event generator would run after the 200 is already sent.
+A learner sees only their own submissions; instructors see everyone's. Someone else's submission answers 404,
+the same as one that does not exist, so ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+
+from app import progress
+from app.content.exercises import Exercise
+from app.models import Submission
+from app.runner.base import Busy, Rejected
+from app.submissions import LiveHub, Refused, check_code, exercise_state, verdict_json
+from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
+
+# bytes of JSON body per byte of source: the worst JSON escape (\u0000) turns 1 byte into 6; plus the envelope
+BODY_PER_SOURCE_BYTE = 6
+BODY_ENVELOPE_BYTES = 4096
+# milliseconds the browser waits before reconnecting a dropped event stream
+SSE_RETRY_MS = 1000
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    """Hold the live submissions of this process; cancel unfinished ones when the app stops."""
+    hub = LiveHub(app.state.db, getattr(app.state, "runner", None))
+    app.state.live = hub
+    try:
+        yield
+    finally:
+        await hub.close()
+
+
+router = APIRouter(tags=["exercises"], lifespan=lifespan)
+
+
+# --- dependencies ---------------------------------------------------------------------------------------
+
+
+def get_exercise(slug: str, request: Request) -> Exercise:
+    """Return the exercise named in the path; 404 if the course has none by that slug."""
+    exercise = request.app.state.course.exercises.get(slug)
+    if exercise is None:
+        raise HTTPException(404, f"There is no exercise {slug!r}; the course has: "
+                                 f"{', '.join(sorted(request.app.state.course.exercises)) or 'none'}.")
+    return exercise
+
+
+def owned_submission(submission_id: str, request: Request, learner: LearnerId, user: OptionalUser) -> Submission:
+    """Return the submission if this visitor may read it (their own, or any for an instructor); else 404."""
+    with request.app.state.db.session() as session:
+        submission = progress.get_submission(session, submission_id)
+    if submission is None or (submission.learner_id != learner and not (user and user.is_instructor)):
+        raise HTTPException(404, f"No submission {submission_id} of yours: it does not exist or belongs to "
+                                 "another learner.")
+    return submission
+
+
+ExerciseDep = Annotated[Exercise, Depends(get_exercise)]
+OwnedSubmission = Annotated[Submission, Depends(owned_submission)]
+SubmissionRateLimit = Depends(rate_limit("submission_rate_limit", "submit", per="learner", what="submissions"))
+
+
+async def read_code(request: Request) -> str:
+    """Read the JSON body {"code": str}; 413 if too large, 400 if not UTF-8 or not JSON, 422 without a code."""
+    source_bytes = request.app.state.settings.sandbox_source_bytes
+    cap = source_bytes * BODY_PER_SOURCE_BYTE + BODY_ENVELOPE_BYTES
+    too_large = Refused(413, f"The code is over the limit of {source_bytes / 1024:.0f} KiB; shorten it and run again.")
+    if int(request.headers.get("content-length") or 0) > cap:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise too_large
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise Refused(400, f"The code is not valid UTF-8 text (byte {exc.start} of the request); save it as "
+                           "UTF-8 and run again.") from None
+    except json.JSONDecodeError as exc:
+        raise Refused(400, f"The request body is not JSON ({exc.msg}); send {{\"code\": \"...\"}}.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("code"), str):
+        raise HTTPException(422, 'Send a JSON object with the program as a string: {"code": "..."}.')
+    check_code(data["code"], source_bytes=source_bytes)
+    return data["code"]
+
+
+def refusal(exc: Refused) -> JSONResponse:
+    """Answer a refused submission with its status and message."""
+    return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+
+
+def busy(exc: Busy) -> JSONResponse:
+    """Answer 429 for a full sandbox queue; the page shows "the course is busy, retrying in N s" and retries."""
+    return JSONResponse(
+        {"detail": f"The course is busy: every sandbox is taken and the queue is full. Retry in {exc.retry_after} s.",
+         "reason": "busy", "retry_after": exc.retry_after},
+        status_code=429, headers={"Retry-After": str(exc.retry_after)})
+
+
+# --- routes ---------------------------------------------------------------------------------------------
+
+SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}}}}}
+
+
+@router.post("/api/exercises/{slug}/submissions", status_code=202, dependencies=[SubmissionRateLimit],
+             openapi_extra=SUBMIT_BODY, responses={
+                 400: {"description": "Not UTF-8 text, or not JSON"}, 404: {"description": "No such exercise"},
+                 413: {"description": "Code over the source limit"},
+                 429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"}})
+async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
+    """Grade the code in the background; return its id at once. Follow it at /api/submissions/{id}/events."""
+    hub: LiveHub = request.app.state.live
+    if hub.runner is None:
+        raise HTTPException(503, "The sandbox runner is not running; the operator should check `course doctor`.")
+    try:
+        code = await read_code(request)
+        submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code)
+    except Refused as exc:
+        return refusal(exc)
+    except Busy as exc:
+        return busy(exc)
+    except Rejected as exc:
+        return refusal(Refused(413 if exc.limit_hit == "source" else 400, exc.message))
+    return {"id": submission_id, "url": f"/api/submissions/{submission_id}",
+            "events": f"/api/submissions/{submission_id}/events"}
+
+
+@router.get("/api/exercises/{slug}/submissions")
+def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep) -> dict:
+    """Return this learner's attempts (newest first), their last code, and the solution once it is earned."""
+    return exercise_state(session, learner_id=learner, exercise=exercise)
+
+
+@router.get("/api/submissions/{submission_id}")
+def get_submission(submission: OwnedSubmission) -> dict:
+    """Return the submission's Verdict JSON (status "queued"/"running" until it is done), code and timings."""
+    return verdict_json(submission)
+
+
+@router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse)
+async def submission_events(submission: OwnedSubmission, request: Request) -> AsyncIterable[ServerSentEvent]:
+    """Stream the run: `output` events ({"stream", "line"}) in order from the first, then one `verdict`.
+
+    A late subscriber gets every event from the start; a reconnecting EventSource (Last-Event-ID) gets the rest.
+    """
+    hub: LiveHub = request.app.state.live
+    skip = _last_event_id(request)
+    index = 0
+    async for kind, data in hub.events(submission.id):
+        index += 1
+        if index > skip:
+            yield ServerSentEvent(event=kind, data=data, id=str(index), retry=SSE_RETRY_MS)
+
+
+def _last_event_id(request: Request) -> int:
+    try:
+        return max(0, int(request.headers.get("last-event-id", "0")))
+    except ValueError:
+        return 0
