@@ -11,6 +11,7 @@ from app.config import Settings, get_settings
 from app.web import auth as auth_routes
 from app.web import comments as comment_routes
 from app.web import deps, lessons, templating
+from app.web import exercises as exercise_routes
 from app.web import progress as progress_routes
 
 
@@ -40,4 +41,5 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     app.include_router(auth_routes.router)
     app.include_router(comment_routes.router)
     app.include_router(progress_routes.router)
+    app.include_router(exercise_routes.router)
     return app
