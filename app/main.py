@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
+from app.runner import make_runner
 from app.web import auth as auth_routes
 from app.web import comments as comment_routes
 from app.web import deps, lessons, templating
@@ -28,8 +29,13 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         # Start-up: things that need the event loop (the sandbox runner) are started here and stopped after.
-        async with lessons.content_watcher(app, settings, watch_content):
-            yield
+        app.state.runner = make_runner(settings)
+        await app.state.runner.start()
+        try:
+            async with lessons.content_watcher(app, settings, watch_content):
+                yield
+        finally:
+            await app.state.runner.stop()
 
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan)
     app.state.settings = settings

@@ -17,11 +17,15 @@ def _register() -> None:
     from app.cli.serve import serve
     from app.cli.db import db
     from app.cli.users import users
+    from app.cli.run import run
+    from app.cli.doctor import doctor
 
     main.add_command(serve)
     main.add_command(check)
     main.add_command(db)
     main.add_command(users)
+    main.add_command(run)
+    main.add_command(doctor)
 
 
 _register()

@@ -77,8 +77,10 @@ class LocalJobHandle:
 class LocalRunner:
     """Runs jobs on this machine: at most `runner_concurrency` at once, `runner_queue_size` waiting."""
 
-    def __init__(self, settings, *, python: str | None = None) -> None:
+    def __init__(self, settings, *, python: str | None = None, eager: bool | None = None) -> None:
         self.settings = settings
+        # tests start many apps and rarely run code: their fork server starts with the first job
+        self.eager = settings.env != "test" if eager is None else eager
         self.limits = Limits.from_settings(settings)
         self.concurrency = max(1, settings.runner_concurrency)
         self.queue_size = max(0, settings.runner_queue_size)
@@ -99,11 +101,25 @@ class LocalRunner:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the fork server and wait until it is ready."""
+        """Start the fork server in the background (the first job waits for it); lazily in test mode."""
         self._sem = asyncio.Semaphore(self.concurrency)
         self._start_lock = asyncio.Lock()
         self._stopping = False
+        if self.eager:
+            task = asyncio.create_task(self._warm_start())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _warm_start(self) -> None:
+        try:
+            await self._ensure_server()
+        except Exception:  # noqa: BLE001 - the first job retries and reports the failure
+            log.exception("the sandbox server did not start")
+
+    async def ready(self) -> dict:
+        """Start the fork server if needed, wait until it is ready, and return what it reports about itself."""
         await self._ensure_server()
+        return self.info
 
     async def stop(self) -> None:
         """Stop the fork server; queued and running jobs end with status 'error'."""

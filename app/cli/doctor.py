@@ -1,0 +1,23 @@
+"""`course doctor`: show which sandbox isolation layers are active here, the limits, and the device modes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from app.config import get_settings
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def doctor(as_json: bool) -> None:
+    """Report the sandbox's isolation layers, limits in force and available device modes."""
+    from app.sandbox.doctor import doctor as run_doctor
+    from app.sandbox.doctor import format_report
+
+    report = run_doctor(get_settings())
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    ok = report["probe"]["status"] == "ok" and not report["server"].get("refuse")
+    sys.exit(0 if ok else 1)

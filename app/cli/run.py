@@ -1,0 +1,43 @@
+"""`course run FILE`: run a Python file in the sandbox exactly as a submission runs, and show its output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from app.config import get_settings
+
+
+def _echo_line(event) -> None:
+    click.echo(event.line, err=event.stream == "stderr")
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True,
+              help='Print one object {"status", "exit_code", "signal", "stdout", "stderr", "duration_ms", '
+                   '"limit_hit"} instead of the output.')
+def run(file: Path, as_json: bool) -> None:
+    """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
+    from app.runner import Job, run_job_sync
+
+    raw = file.read_bytes()
+    try:
+        code = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        click.echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
+        sys.exit(2)
+    result = run_job_sync(Job(code=code, filename=file.name), get_settings(),
+                          on_output=None if as_json else _echo_line)
+    if as_json:
+        click.echo(json.dumps(result.summary()))
+    elif result.status not in ("ok", "failed"):
+        click.echo(f"course run: {result.status}: {result.message}", err=True)
+    if result.status == "ok":
+        sys.exit(0)
+    if result.status == "failed" and result.exit_code:
+        sys.exit(result.exit_code)
+    sys.exit(1 if result.signal is None or result.status != "failed" else 128 + result.signal)
