@@ -11,3 +11,90 @@ from app.config import Settings
 def settings(tmp_path) -> Settings:
     """Settings for one test: a real SQLite file in a temp dir, test mode."""
     return Settings(env="test", database_url=f"sqlite:///{tmp_path / 'course.db'}", secret_key="test-secret")
+
+
+# --- the app over HTTP, with accounts (H-accounts) ------------------------------------------------------------
+# `app`: create_app(settings) on a migrated SQLite file. `client`: a TestClient with the app's lifespan running and
+# this browser's CSRF token already in its X-CSRF-Token header (what the pages' scripts send). `make_client()`:
+# another browser (own cookies) on the same running app. `signed_in_client(email, name=..., role=...)`: a new
+# browser signed in as a fresh account (created directly in the database); `.user` holds GET /api/me's user.
+# `instructor_client`: the same for an instructor. Each extra browser gets its own client address, so the
+# per-address log-in limit does not trip in tests that sign in many people.
+
+TEST_PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def app(settings):
+    """The real application on a fresh SQLite file migrated to head."""
+    from app.db import upgrade
+    from app.main import create_app
+
+    upgrade(settings.database_url)
+    application = create_app(settings)
+    yield application
+    application.state.db.dispose()
+
+
+def _with_csrf(test_client):
+    token = test_client.get("/api/auth/csrf").json()["csrf_token"]
+    test_client.headers["X-CSRF-Token"] = token
+    return test_client
+
+
+@pytest.fixture
+def client(app):
+    """A browser on the running app (lifespan started), with its CSRF header set."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as test_client:
+        yield _with_csrf(test_client)
+
+
+@pytest.fixture
+def make_client(app, client):
+    """Build more browsers on the same running app: `make_client(csrf=True)` -> TestClient (own cookies)."""
+    from fastapi.testclient import TestClient
+
+    count = iter(range(2, 250))
+
+    def make(csrf: bool = True):
+        other = TestClient(app, client=(f"10.0.0.{next(count)}", 50000))
+        other.portal = client.portal  # run in the event loop where the app's lifespan started
+        return _with_csrf(other) if csrf else other
+
+    return make
+
+
+def create_account(app, email: str, *, name: str = "Test Learner", role: str = "learner", password=TEST_PASSWORD):
+    """Create an account straight in the database (no rate limit, no HTTP) and return its id."""
+    from app import accounts
+
+    with app.state.db.session(write=True) as session:
+        user = accounts.create_user(session, email=email, password=password, display_name=name, role=role)
+        session.commit()
+        return user.id
+
+
+@pytest.fixture
+def signed_in_client(app, make_client):
+    """Sign in a new browser: `signed_in_client("ann@example.org", name="Ann", role="learner")`."""
+    emails = iter(f"learner{i}@example.org" for i in range(1, 1000))
+
+    def sign_in(email: str | None = None, *, name: str = "Test Learner", role: str = "learner"):
+        email = email or next(emails)
+        create_account(app, email, name=name, role=role)
+        browser = make_client()
+        response = browser.post("/api/auth/login", json={"email": email, "password": TEST_PASSWORD})
+        assert response.status_code == 200, response.text
+        browser.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+        browser.user = response.json()["user"]
+        return browser
+
+    return sign_in
+
+
+@pytest.fixture
+def instructor_client(signed_in_client):
+    """A browser signed in as an instructor."""
+    return signed_in_client("instructor@example.org", name="Ines Instructor", role="instructor")
