@@ -8,13 +8,14 @@ the same as one that does not exist, so ids cannot be probed.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import AsyncIterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app import progress
@@ -22,6 +23,7 @@ from app.content.exercises import Exercise
 from app.models import Submission
 from app.runner.base import Busy, Rejected
 from app.submissions import LiveHub, Refused, check_code, exercise_state, verdict_json
+from app.web import templating
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
 
 # bytes of JSON body per byte of source: the worst JSON escape (\u0000) turns 1 byte into 6; plus the envelope
@@ -171,3 +173,58 @@ def _last_event_id(request: Request) -> int:
         return max(0, int(request.headers.get("last-event-id", "0")))
     except ValueError:
         return 0
+
+
+# --- without JavaScript: a plain form post, and the panel's state rendered on the server -----------------
+
+
+@router.post("/exercises/{slug}/run", dependencies=[SubmissionRateLimit], include_in_schema=False)
+async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
+    """Grade the form's code, wait for the verdict, and go back to the lesson, where the panel shows it."""
+    hub: LiveHub = request.app.state.live
+    code = (await request.form()).get("code")
+    try:
+        if not isinstance(code, str) or hub.runner is None:
+            raise Refused(400, "Send the code in the form's `code` field." if hub.runner else
+                          "The sandbox runner is not running.")
+        code = code.replace("\r\n", "\n")  # browsers send textarea lines with CRLF
+        check_code(code, source_bytes=request.app.state.settings.sandbox_source_bytes)
+        submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code)
+    except Refused as exc:
+        return _form_refusal(request, exercise, exc.status_code, exc.message)
+    except Busy as exc:
+        return _form_refusal(request, exercise, 429, f"The course is busy; go back and run again in "
+                                                     f"{exc.retry_after} s.", {"Retry-After": str(exc.retry_after)})
+    async for kind, _data in hub.events(submission_id):
+        if kind == "verdict":
+            break
+    return RedirectResponse(f"{_lesson_url(request, exercise)}#exercise-{exercise.slug}", status_code=303)
+
+
+def _lesson_url(request: Request, exercise: Exercise) -> str:
+    lesson = request.app.state.course.get(exercise.spec.lesson)
+    return lesson.url if lesson is not None else "/"
+
+
+def _form_refusal(request: Request, exercise: Exercise, status: int, message: str, headers=None) -> HTMLResponse:
+    back = html.escape(f"{_lesson_url(request, exercise)}#exercise-{exercise.slug}")
+    body = (f"<!doctype html><title>Not run</title><p>{html.escape(message)}</p>"
+            f'<p><a href="{back}">Back to the exercise</a></p>')
+    return HTMLResponse(body, status_code=status, headers=headers)
+
+
+def exercise_panel(request: Request, exercise: Exercise) -> dict:
+    """Return the panel's state for this visitor (template global): last code and verdict, attempts, solution."""
+    db = getattr(request.app.state, "db", None)
+    learner = getattr(request.state, "learner_id", None)
+    if db is None or learner is None:
+        return {}
+    with db.session() as session:
+        state = exercise_state(session, learner_id=learner, exercise=exercise)
+        latest = progress.latest_submission(session, learner_id=learner, exercise_slug=exercise.slug)
+    state["code"] = state["latest_code"]
+    state["last"] = verdict_json(latest) if latest is not None and latest.finished else None
+    return state
+
+
+templating.templates.env.globals["exercise_panel"] = exercise_panel

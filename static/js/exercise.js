@@ -7,6 +7,8 @@
 //   GET  /api/exercises/{slug}/submissions -> {"attempts", "latest_code", "solution_unlocked", "solution"}
 (function () {
   "use strict";
+  // Each panel includes this script; run it once per page.
+  if (window.CourseExercise) return;
 
   const STATUS_TEXT = {
     passed: "Passed: every check holds.",
@@ -61,7 +63,8 @@
       this.slug = root.dataset.exercise;
       this.api = root.dataset.api || "/api";
       const textarea = root.querySelector("textarea.exercise-code");
-      this.starter = textarea.defaultValue;
+      const starter = root.querySelector("script.exercise-starter");
+      this.starter = starter ? JSON.parse(starter.textContent) : textarea.defaultValue;
       this.draftKey = `course:draft:${this.slug}`;
       this.editor = window.CourseEditor
         ? window.CourseEditor.create(textarea, { onChange: (code) => this.saveDraft(code) })
@@ -76,6 +79,7 @@
       this.running = false;
       this.retryTimer = null;
       this.source = null;
+      this.root.querySelectorAll(".exercise-checks .line-link").forEach((a) => this.wireLineLink(a));
       this.wireButtons();
       this.wireHints();
       this.loadHistory(true);
@@ -119,6 +123,13 @@
         show(shown + 1);
         localStorage.setItem(shownKey, String(shown));
         items[shown - 1].querySelector("summary, p, div")?.focus?.();
+      });
+    }
+
+    wireLineLink(link) {
+      link.addEventListener("click", (e) => {
+        e.preventDefault();
+        this.editor.gotoLine(parseInt(link.dataset.line, 10));
       });
     }
 
@@ -180,11 +191,18 @@
     }
 
     renderSolution(data) {
-      if (!this.solution || !data.solution_unlocked || data.solution == null) return;
+      const lock = this.root.querySelector(".exercise-solution-lock");
+      if (!this.solution) return;
+      if (!data.solution_unlocked || data.solution == null) {
+        if (lock) lock.textContent = "The reference solution appears after a pass or after " +
+          `${data.failures_to_unlock} more failed attempt${data.failures_to_unlock === 1 ? "" : "s"}.`;
+        return;
+      }
       this.solution.hidden = false;
       this.solution.querySelector("code").textContent = data.solution;
       const why = this.solution.querySelector(".exercise-solution-why");
       if (why) why.textContent = data.solution_reason || "";
+      if (lock) lock.hidden = true;
     }
 
     setStatus(text, kind) {
@@ -288,8 +306,10 @@
           el("span", { class: "mark", "aria-label": check.passed ? "passed" : "failed" }, check.passed ? "✓" : "✗"),
           " ", el("span", { class: "message" }, check.message));
         if (check.line) {
-          item.append(" ", el("button", { type: "button", class: "line-link", "data-line": String(check.line),
-            onclick: () => this.editor.gotoLine(check.line) }, `line ${check.line}`));
+          const link = el("a", { class: "line-link", href: `#exercise-${this.slug}-code`,
+            "data-line": String(check.line) }, `line ${check.line}`);
+          this.wireLineLink(link);
+          item.append(" ", link);
         }
         this.checks.append(item);
       }
@@ -305,9 +325,14 @@
     }
   }
 
+  window.CourseExercise = { panels: [] };
+
   function start() {
     document.querySelectorAll(".exercise-panel[data-exercise]").forEach((root) => {
-      if (!root.courseExercise) root.courseExercise = new Panel(root);
+      if (!root.courseExercise) {
+        root.courseExercise = new Panel(root);
+        window.CourseExercise.panels.push(root.courseExercise);
+      }
     });
   }
 
