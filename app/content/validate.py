@@ -77,7 +77,7 @@ def _link_problem(course: Course, lesson: Lesson, path: str, fragment: str, stat
     elif path.startswith("/lessons/"):
         target = course.get(path.removeprefix("/lessons/").strip("/"))
         if target is None:
-            known = ", ".join(x.slug for x in course.lessons)
+            known = ", ".join(sorted({x.slug for x in course.lessons}))
             return f"no lesson with slug `{path.removeprefix('/lessons/')}` (known: {known})"
     elif path.startswith("/static/"):
         if static_dir is not None and not (static_dir / path.removeprefix("/static/")).is_file():

@@ -1,0 +1,79 @@
+"""`course check`: passes on the real lessons, and reports each kind of error as file:line on a fixture course."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app import ROOT
+
+COURSE = str(Path(sys.executable).parent / "course")
+
+
+def course_check(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([COURSE, "check", *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+def test_check_passes_on_the_real_lessons():
+    """The whole check, as an instructor runs it: static checks, runnable blocks, exercise grading."""
+    result = course_check("lessons/")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: 4 lesson(s)" in result.stdout
+
+
+def test_check_passes_on_a_good_fixture_course(fixtures_dir):
+    result = course_check(str(fixtures_dir / "good"), "--no-grade")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: 2 lesson(s), 1 exercise(s), 1 runnable block(s) ran on CPU" in result.stdout
+
+
+BROKEN = "tests/site/fixtures/broken/lessons/"
+EXPECTED = [
+    # schema errors, each at the line of the field
+    (BROKEN + "a-schema.md:1:", "add `summary:`"),
+    (BROKEN + "a-schema.md:4:", "fix `order`"),
+    (BROKEN + "a-schema.md:6:", "remove `colour`"),
+    (BROKEN + "g-no-front-matter.md:1:", "no front matter"),
+    # broken internal links and anchors
+    (BROKEN + "b-links.md:11:", "no lesson with slug `no-such-lesson`"),
+    (BROKEN + "b-links.md:13:", "has no heading with anchor `#nowhere`"),
+    (BROKEN + "b-links.md:13:", "has no heading with anchor `#nope`"),
+    (BROKEN + "b-links.md:15:", "write links between lessons as `/lessons/<slug>`"),
+    # unknown exercise slugs, and a placed exercise missing from the front matter
+    (BROKEN + "c-exercise.md:8:", "unknown exercise `ghost-exercise`"),
+    (BROKEN + "c-exercise.md:16:", "exercise `demo-move` is placed but not listed"),
+    # duplicate slugs
+    (BROKEN + "e-dup-two.md:3:", "duplicate slug `dup-one`, also used by d-dup-one.md"),
+    # code: a runnable block that fails (at the failing line), a block that does not compile, a skipped heading
+    (BROKEN + "f-code.md:15:", "runnable block failed on CPU: RuntimeError: boom on line 4 of the block"),
+    (BROKEN + "f-code.md:21:", "Python block does not compile"),
+    (BROKEN + "f-code.md:25:", "heading jumps from level 2 to 4"),
+]
+
+
+@pytest.fixture(scope="module")
+def broken_output() -> subprocess.CompletedProcess:
+    return course_check("tests/site/fixtures/broken", "--no-grade")
+
+
+def test_check_fails_on_a_broken_course(broken_output):
+    assert broken_output.returncode == 1
+    assert f"{len(EXPECTED)} problem(s) found" in broken_output.stderr, broken_output.stdout
+
+
+@pytest.mark.parametrize(("where", "what"), EXPECTED, ids=[f"{w.rsplit('/', 1)[1]}{m[:20]}" for w, m in EXPECTED])
+def test_check_names_file_line_and_fix(broken_output, where, what):
+    lines = broken_output.stdout.splitlines()
+    assert any(line.startswith(where) and what in line for line in lines), broken_output.stdout
+
+
+def test_check_accepts_a_single_lesson_file_and_static_only_mode(fixtures_dir):
+    result = course_check(str(fixtures_dir / "broken" / "lessons" / "f-code.md"), "--no-run", "--no-grade")
+    assert result.returncode == 1
+    assert "f-code.md:21:" in result.stdout and "runnable block failed" not in result.stdout
