@@ -1,0 +1,126 @@
+"""End-to-end latency of a live submission: HTTP submit to final verdict, beside a cold subprocess.
+
+What one learner waits for when pressing Run on `training-loop`: POST /api/exercises/training-loop/submissions,
+then the SSE stream until its `verdict` event, against the real site under uvicorn (production mode, its own
+SQLite file, the embedded sandbox runner). The baseline, measured in the same run, is what the same program
+costs without the warm sandbox: a fresh `python solution.py` (interpreter start, `import torch`, the work).
+
+Run alone with `python -m bench.live`; `make bench` runs it with the others. Target: submission p50 < 150 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from app import ROOT
+from bench.servers import site_server
+
+EXERCISE = "training-loop"
+RUNS = 30
+WARMUP = 3
+# cold interpreters take ~2 s each; ten give a stable median without doubling `make bench`'s time
+COLD_RUNS = 10
+TARGET_P50_MS = 150.0
+RESULTS = ROOT / "bench" / "results" / "live.json"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Return the q-th percentile (0..100) by linear interpolation."""
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def submit_and_wait(client: httpx.Client, code: str) -> tuple[float, dict, int]:
+    """Submit once and read the event stream to its verdict; return (milliseconds, verdict, output lines)."""
+    start = time.perf_counter()
+    response = client.post(f"/api/exercises/{EXERCISE}/submissions", json={"code": code})
+    response.raise_for_status()
+    lines, event = 0, None
+    with client.stream("GET", f"/api/submissions/{response.json()['id']}/events") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "output":
+                lines += 1
+            elif line.startswith("data: ") and event == "verdict":
+                return (time.perf_counter() - start) * 1000, json.loads(line[6:]), lines
+    raise RuntimeError("the event stream ended without a verdict")
+
+
+def measure_site(code: str, runs: int = RUNS) -> dict:
+    """Time `runs` submissions through the real site (after a warm-up); return the figures."""
+    with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute") as (
+            base, _proc):
+        with httpx.Client(base_url=base, timeout=60) as client:
+            client.headers["X-CSRF-Token"] = client.get("/api/auth/csrf").json()["csrf_token"]
+            for _ in range(WARMUP):
+                submit_and_wait(client, code)
+            samples = [submit_and_wait(client, code) for _ in range(runs)]
+    e2e = [ms for ms, _v, _n in samples]
+    sandbox = [v["duration_ms"] for _ms, v, _n in samples]
+    statuses = sorted({v["status"] for _ms, v, _n in samples})
+    return {
+        "submission_runs": runs,
+        "submission_p50_ms": round(percentile(e2e, 50), 1),
+        "submission_p95_ms": round(percentile(e2e, 95), 1),
+        "submission_mean_ms": round(statistics.fmean(e2e), 1),
+        "submission_sandbox_p50_ms": round(percentile(sandbox, 50), 1),
+        "submission_overhead_p50_ms": round(percentile([a - b for a, b in zip(e2e, sandbox)], 50), 1),
+        "submission_output_lines": samples[-1][2],
+        "submission_statuses": statuses,
+    }
+
+
+def measure_cold(solution: Path, runs: int = COLD_RUNS) -> dict:
+    """Time a fresh interpreter running the same program `runs` times."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, str(solution)], check=True, stdout=subprocess.DEVNULL, cwd=solution.parent)
+        times.append((time.perf_counter() - start) * 1000)
+    return {"cold_runs": runs, "cold_subprocess_p50_ms": round(percentile(times, 50), 1),
+            "cold_subprocess_p95_ms": round(percentile(times, 95), 1)}
+
+
+def run() -> dict:
+    """Measure the live submission path and its cold baseline; return the figures (also written to JSON)."""
+    solution = ROOT / "exercises" / EXERCISE / "solution.py"
+    figures = measure_site(solution.read_text(encoding="utf-8"))
+    figures.update(measure_cold(solution))
+    figures["submission_speedup_vs_cold"] = round(figures["cold_subprocess_p50_ms"] / figures["submission_p50_ms"], 1)
+    figures["submission_target_p50_ms"] = TARGET_P50_MS
+    figures["submission_meets_target"] = figures["submission_p50_ms"] < TARGET_P50_MS
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def print_table(figures: dict) -> None:
+    """Print the figures as a small table."""
+    rows = [
+        (f"HTTP submit -> verdict, {EXERCISE} (p50 / p95)",
+         f"{figures['submission_p50_ms']:.1f} / {figures['submission_p95_ms']:.1f} ms"),
+        ("  of which the sandbox job (p50)", f"{figures['submission_sandbox_p50_ms']:.1f} ms"),
+        ("  web + grading + storage overhead (p50)", f"{figures['submission_overhead_p50_ms']:.1f} ms"),
+        ("cold subprocess, same program (p50 / p95)",
+         f"{figures['cold_subprocess_p50_ms']:.1f} / {figures['cold_subprocess_p95_ms']:.1f} ms"),
+        ("speed-up vs cold", f"{figures['submission_speedup_vs_cold']}x"),
+        (f"target p50 < {TARGET_P50_MS:.0f} ms", "met" if figures["submission_meets_target"] else "NOT met"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    print_table(run())
