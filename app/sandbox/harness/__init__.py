@@ -10,6 +10,12 @@ import os
 import sys
 import traceback
 
+# Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
+from app.sandbox.harness import grade as _grade  # noqa: E402
+from app.sandbox.harness import wording as _wording  # noqa: E402
+
+_wording.warm_up()
+
 
 def _print_learner_traceback(exc: BaseException, filename: str) -> None:
     """Print a traceback that starts at the learner's own file: the sandbox's frames are noise to them."""
@@ -34,7 +40,17 @@ def run_plain(code: str, filename: str) -> int:
 
 
 def main(payload: dict, report_fd: int | None) -> int:
-    """Run one job described by payload; return the exit code. Grading mode is added by the grading harness."""
+    """Run one job described by payload; return the exit code.
+
+    mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
+    JSON report of facts to report_fd (see grade.py); the verdict is decided outside the sandbox.
+    """
+    if payload.get("mode") == "grade":
+        try:
+            return _grade.run_grade(payload, report_fd)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
     filename = payload.get("filename", "main.py")
     if report_fd is not None:
         os.close(report_fd)  # plain runs report nothing beyond their output

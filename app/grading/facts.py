@@ -1,0 +1,115 @@
+"""Read the harness's report and turn common facts into checks (used by every exercise's checks.py).
+
+The report is the JSON the placement harness wrote from inside the sandbox (app/sandbox/harness/grade.py):
+`outcome` (how the learner's file ended), `trace` (events by kind: mismatch, move, forward, host_input,
+host_read, backward, step, loss_fn, module_move, batch, numpy_on_accelerator), `probe` (the exercise probe's
+answers), `tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.grading.verdict import CheckResult
+
+
+def check(id: str, passed: bool, message: str = "", line: int | None = None) -> CheckResult:
+    """Build one check result (a passing check needs no message)."""
+    return CheckResult(id=id, passed=passed, message="" if passed else message, line=None if passed else line)
+
+
+def name_of(tensor_fact: dict, fallback: str = "a tensor") -> str:
+    """The learner's variable name for a tensor fact, in backticks, or fallback."""
+    names = tensor_fact.get("names") or []
+    return f"`{names[0]}`" if names else fallback
+
+
+def at(line: int | None) -> str:
+    """'line 12: ' or '' when the line is unknown."""
+    return f"line {line}: " if line else ""
+
+
+@dataclass
+class Facts:
+    """The report, with accessors that never raise on a missing part."""
+
+    report: dict
+
+    @property
+    def accelerator(self) -> str:
+        return self.report.get("accelerator") or "cuda:0"
+
+    @property
+    def outcome(self) -> dict:
+        return self.report.get("outcome") or {}
+
+    @property
+    def probe(self) -> dict:
+        return self.report.get("probe") or {}
+
+    @property
+    def tampered(self) -> list[str]:
+        return self.report.get("tampered") or []
+
+    def events(self, kind: str) -> list[dict]:
+        """Recorded events of one kind, in order."""
+        return (self.report.get("trace") or {}).get("events", {}).get(kind, [])
+
+    def count(self, kind: str) -> int:
+        """How many events of one kind happened (beyond those kept)."""
+        return (self.report.get("trace") or {}).get("counts", {}).get(kind, 0)
+
+    @property
+    def losses(self) -> list[float]:
+        return (self.report.get("trace") or {}).get("losses", [])
+
+    @property
+    def steps(self) -> int:
+        return (self.report.get("trace") or {}).get("steps", 0)
+
+    def on_accelerator(self, device: str | None) -> bool:
+        """True for an accelerator device string ("cuda:0", "mps:0")."""
+        return bool(device) and not str(device).startswith("cpu")
+
+    def tamper_note(self) -> str:
+        """A sentence about torch functions the learner replaced, or ''."""
+        if not self.tampered:
+            return ""
+        names = ", ".join(f"`{n}`" for n in self.tampered)
+        return (f" Your code replaced {names}; the grader pretends to be a machine with {self.accelerator}, "
+                "so leave torch's own functions alone.")
+
+
+def check_runs(facts: Facts) -> CheckResult:
+    """`runs`: the file finished without an exception."""
+    exc = facts.outcome.get("exception")
+    if facts.outcome.get("finished", False) and exc is None:
+        return check("runs", True)
+    if exc is None:
+        return check("runs", False, "the program did not finish.")
+    return check("runs", False, f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])} "
+                                "(the traceback is in the output below; fix that line and run again).",
+                 exc.get("line"))
+
+
+def check_same_device(facts: Facts) -> CheckResult:
+    """`same_device`: no op mixed an accelerator tensor with a host tensor."""
+    mismatches = facts.events("mismatch")
+    if not mismatches:
+        return check("same_device", True)
+    m = mismatches[0]
+    tensors = m.get("tensors") or []
+    host = [t for t in tensors if not facts.on_accelerator(t.get("device")) and t.get("dim", 1) > 0]
+    accel = [t for t in tensors if facts.on_accelerator(t.get("device"))]
+    host_name = name_of(host[0], "a host tensor") if host else "a host tensor"
+    accel_name = name_of(accel[0], "a tensor on the device") if accel else "a tensor on the device"
+    fix = f" Move it to the device first: `{host_name.strip('`')} = {host_name.strip('`')}.to(device)`." \
+        if host and host[0].get("names") else " Move the host tensor to the device with `.to(device)` first."
+    return check("same_device", False,
+                 f"{at(m.get('line'))}{host_name} (on cpu) and {accel_name} (on {facts.accelerator}) met in one "
+                 f"operation; a GPU raises: {first_line(m.get('message', ''))}.{fix}", m.get("line"))
+
+
+def first_line(text: str) -> str:
+    """The first line of a message, without a trailing full stop (messages are embedded in sentences)."""
+    return (text or "").strip().splitlines()[0].rstrip(".") if (text or "").strip() else ""

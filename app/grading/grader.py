@@ -1,0 +1,117 @@
+"""Grade one submission: run it in the sandbox under the placement harness, then decide each check outside.
+
+The harness only reports facts (on its own pipe, with a per-job nonce); every pass/fail decision is made here
+and in the exercise's checks.py, from that report. stdout is shown to the learner but never read for a verdict,
+so printing "passed", writing files or exiting early cannot pass an exercise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from app.content.exercises import Exercise
+from app.grading.facts import Facts, check
+from app.grading.verdict import CheckResult, Verdict
+from app.runner.base import Busy, Job, OutputEvent, Rejected, Result
+
+OnOutput = Callable[[str, str], Any | Awaitable[Any]]
+_CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
+
+
+def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
+    """Return the sandbox job for a submission and the nonce its report must echo."""
+    nonce = secrets.token_hex(16)
+    grade = {"exercise": exercise.slug, "probe": exercise.probe, "nonce": nonce}
+    return Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits), nonce
+
+
+def checks_module(exercise: Exercise):
+    """Import the exercise's checks.py (cached until the file changes)."""
+    path = exercise.checks_path
+    mtime = path.stat().st_mtime
+    cached = _CHECK_MODULES.get(path)
+    if cached and cached[0] == mtime:
+        return cached[1]
+    spec = importlib.util.spec_from_file_location(f"course_checks_{exercise.slug.replace('-', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _CHECK_MODULES[path] = (mtime, module)
+    return module
+
+
+def _all(exercise: Exercise, passed: bool, message: str) -> list[CheckResult]:
+    return [check(c.id, passed, message) for c in exercise.spec.checks]
+
+
+def evaluate(exercise: Exercise, result: Result, nonce: str | None) -> Verdict:
+    """Turn a sandbox Result (with the harness's report) into a Verdict."""
+    base = dict(exercise=exercise.slug, stdout=result.stdout, stderr=result.stderr, duration_ms=result.duration_ms)
+    if result.status in ("error", "cancelled"):  # the sandbox broke or the job was stopped: not the learner's fault
+        return Verdict(status="error", checks=[], **{**base, "stderr": _join(result.stderr, result.message)})
+    if result.status == "limit" and result.limit_hit in ("wall", "cpu"):
+        return Verdict(status="timeout", **base, checks=_all(
+            exercise, False, f"the program was stopped: {result.message or 'it ran past the time limit'}. "
+                             "Look for a loop that never ends, or train for fewer steps."))
+    if result.status == "limit":
+        return Verdict(status="failed", **base, checks=_all(
+            exercise, False, result.message or f"the program went past the {result.limit_hit} limit."))
+    report = result.report
+    if not isinstance(report, dict) or report.get("nonce") != nonce:
+        why = ("the program ended before the grader could collect its results"
+               + (f" (killed by signal {result.signal})" if result.signal else "")
+               + "; do not call `os._exit()` or end the process yourself, and let the script run to its end.")
+        return Verdict(status="failed", **base, checks=_all(exercise, False, why))
+    if report.get("probe_error"):
+        return Verdict(status="error", device=report.get("device") or "cpu", checks=[],
+                       **{**base, "stderr": _join(result.stderr, "The grader's probe failed (not your code's "
+                                                                 "fault):\n" + report["probe_error"])})
+    checks = _decide(exercise, Facts(report))
+    status = "passed" if all(c.passed for c in checks) else "failed"
+    return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", **base)
+
+
+def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:
+    """Run checks.py and order its results like exercise.yaml; a check it forgot is a grader bug."""
+    decided = {c.id: c for c in checks_module(exercise).evaluate(facts)}
+    missing = [c.id for c in exercise.spec.checks if c.id not in decided]
+    if missing:
+        raise RuntimeError(f"{exercise.checks_path}: evaluate() decided no result for {missing}")
+    return [decided[c.id] for c in exercise.spec.checks]
+
+
+def _join(*parts: str) -> str:
+    return "\n".join(p for p in parts if p)
+
+
+async def _emit(on_output: OnOutput | None, event: OutputEvent) -> None:
+    if on_output is None:
+        return
+    value = on_output(event.stream, event.line)
+    if inspect.isawaitable(value):
+        await value
+
+
+async def grade_submission(exercise: Exercise, code: str, runner, on_output: OnOutput | None = None) -> Verdict:
+    """Grade one submission and return its verdict; on_output(stream, line) gets each output line as it comes."""
+    job, nonce = build_job(exercise, code)
+    started = time.perf_counter()
+    try:
+        handle = await runner.submit(job)
+    except Busy as exc:
+        return Verdict(exercise=exercise.slug, status="rejected", stderr=f"The course is busy; retry in "
+                                                                          f"{exc.retry_after} s.")
+    except Rejected as exc:
+        return Verdict(exercise=exercise.slug, status="rejected", stderr=exc.message)
+    async for event in handle.events():
+        if isinstance(event, OutputEvent):
+            await _emit(on_output, event)
+    result = await handle.result()
+    verdict = evaluate(exercise, result, nonce)
+    if not verdict.duration_ms:
+        verdict.duration_ms = round((time.perf_counter() - started) * 1000)
+    return verdict

@@ -1,0 +1,39 @@
+"""The Verdict: what a learner sees after a run, check by check (DESIGN.md's Verdict JSON)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["passed", "failed", "error", "timeout", "rejected"]
+
+
+class CheckResult(BaseModel):
+    """One check's outcome; message says what happened, where, and what to change."""
+
+    id: str
+    passed: bool
+    message: str = ""
+    line: int | None = None
+
+
+class Verdict(BaseModel):
+    """The result of grading one submission."""
+
+    exercise: str
+    status: Status
+    checks: list[CheckResult] = Field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    duration_ms: int = 0
+    device: str = "cpu"
+
+    @property
+    def passed(self) -> bool:
+        """True when every check passed."""
+        return self.status == "passed"
+
+    def failed_ids(self) -> list[str]:
+        """Ids of the checks that did not pass."""
+        return [c.id for c in self.checks if not c.passed]

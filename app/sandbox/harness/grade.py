@@ -1,0 +1,181 @@
+"""Grading mode: run the learner's file under the placement tracer, run the exercise's probe, report the facts.
+
+The report is ONE JSON document written to report_fd after the learner's code and the probe have finished. The
+grader outside the sandbox turns it into a verdict; nothing here decides pass or fail. The report echoes the
+job's nonce, which is taken out of the payload before the learner's code runs, so bytes the learner's code writes
+to that pipe on its own do not read as a report (either they are not JSON, or they lack the nonce).
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+
+import torch
+
+from app.sandbox.harness import availability, placement
+
+# bytes; the fork server drops reports past 4 MiB, so stay well under it
+REPORT_BUDGET = 3 << 20
+
+
+def describe_exception(exc: BaseException, filename: str) -> dict:
+    """The learner-facing facts of an exception: type, message, learner lines, a traceback without our frames."""
+    frames = [fs for fs in traceback.extract_tb(exc.__traceback__)]
+    lines = [fs.lineno for fs in frames if fs.filename == filename]
+    return {"type": type(exc).__name__, "message": str(exc), "lines": lines,
+            "line": lines[-1] if lines else None, "traceback": format_learner_traceback(exc, filename)}
+
+
+def format_learner_traceback(exc: BaseException, filename: str) -> str:
+    """Format exc like Python would, starting at the learner's file and without the harness's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    summary = traceback.StackSummary.from_list(
+        [fs for fs in traceback.extract_tb(tb) if not fs.filename.startswith(placement.HARNESS_DIR)])
+    head = "Traceback (most recent call last):\n" if summary else ""
+    body = "".join(summary.format())
+    tail = "".join(traceback.format_exception_only(type(exc), exc))
+    return head + body + tail
+
+
+class ProbeAPI:
+    """What an exercise's probe may use to question the learner's code (see exercises/*/probe.py)."""
+
+    def __init__(self, tracer: placement.Tracer, avail: availability.Availability, filename: str):
+        self.tracer, self.availability, self.filename = tracer, avail, filename
+        self.accelerator = tracer.accelerator
+        self.simulated = tracer.simulated
+
+    def device_of(self, t: torch.Tensor) -> str:
+        """Where t lives, as the learner's code sees it (e.g. "cuda:0")."""
+        return self.tracer.device_of(t)
+
+    def on_accelerator(self, t: torch.Tensor) -> bool:
+        """True when t lives on the accelerator."""
+        return self.tracer.on_accelerator(t)
+
+    def scenario(self, *, cuda: bool, mps: bool):
+        """Context manager: pretend CUDA / MPS are (not) available."""
+        return self.availability.scenario(cuda=cuda, mps=mps)
+
+    def host_copy(self, t: torch.Tensor) -> torch.Tensor:
+        """A detached host copy of t for comparing values (never recorded as the learner's move)."""
+        with torch._C.DisableTorchFunction():
+            return t.detach().to("cpu").clone()
+
+    def on_device(self, t: torch.Tensor, device: str | None = None) -> torch.Tensor:
+        """Put a probe-made tensor on the accelerator (a label when simulated)."""
+        device = device or self.accelerator
+        if self.simulated:
+            t._pt_dev = device
+            return t
+        with torch._C.DisableTorchFunction():
+            return t.to(device)
+
+    def mark(self) -> dict:
+        """Event counts now, to ask later which events a call added."""
+        return {k: len(v) for k, v in self.tracer.events.items()}
+
+    def events_since(self, mark: dict, kind: str) -> list[dict]:
+        """Events of kind recorded after mark."""
+        return self.tracer.events.get(kind, [])[mark.get(kind, 0):]
+
+    def call(self, fn, *args, **kwargs):
+        """Call a learner function; return (result, error facts or None)."""
+        try:
+            return fn(*args, **kwargs), None
+        except Exception as exc:  # the learner's bug is a fact to report, not a grader crash
+            return None, describe_exception(exc, self.filename)
+
+
+def _run_learner(code: str, filename: str, namespace: dict) -> dict:
+    """Execute the learner's file as __main__; return how it ended."""
+    start = time.perf_counter()
+    outcome: dict = {"finished": True, "exit_code": 0, "exception": None}
+    try:
+        exec(compile(code, filename, "exec"), namespace)
+    except SystemExit as exc:
+        outcome.update(system_exit=True, exit_code=exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+    except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
+        outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
+        sys.stderr.write(outcome["exception"]["traceback"])
+    outcome["duration_ms"] = round((time.perf_counter() - start) * 1000, 1)
+    return outcome
+
+
+def _run_probe(source: str, namespace: dict, api: ProbeAPI) -> tuple[dict | None, str | None]:
+    probe_ns: dict = {"__name__": "__probe__"}
+    try:
+        exec(compile(source, "<probe>", "exec"), probe_ns)
+        return probe_ns["probe"](namespace, api), None
+    except Exception:  # the probe is the course's code: its failure is a grader error, not the learner's
+        return None, traceback.format_exc(limit=-6)
+
+
+@contextmanager
+def _quiet_stdout_errors():
+    try:
+        yield
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _write_report(report_fd: int | None, report: dict) -> None:
+    data = json.dumps(report, default=str).encode("utf-8")
+    if len(data) > REPORT_BUDGET:  # drop the bulky detail, keep the verdict-relevant summary
+        report["trace"]["events"] = {k: v[:20] for k, v in report["trace"]["events"].items()}
+        report["trace"]["losses"] = report["trace"]["losses"][:200]
+        data = json.dumps(report, default=str).encode("utf-8")
+    if report_fd is None:
+        return
+    view = memoryview(data)
+    with _quiet_stdout_errors():
+        while view:
+            view = view[os.write(report_fd, view):]
+        os.close(report_fd)
+
+
+def run_grade(payload: dict, report_fd: int | None) -> int:
+    """Run the learner's file under the tracer, then the probe; write the report; return the exit code."""
+    grade = dict(payload.get("grade") or {})
+    nonce = grade.pop("nonce", None)
+    payload["grade"] = None  # the learner's code must not find the nonce or the probe in the payload
+    filename = payload.get("filename") or "main.py"
+    code = payload["code"]
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    real_cuda = torch.cuda.is_available()  # in the child only: touching CUDA in the fork server poisons fork
+    avail = availability.Availability(simulated=not real_cuda)
+    avail.install()
+    tracer = placement.Tracer(filename, simulated=not real_cuda)
+    originals = {"Tensor.to": torch.Tensor.to, "Module.to": None}
+    tracer.install()
+    originals["Module.to"] = torch.nn.Module.to
+    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    outcome = _run_learner(code, filename, namespace)
+    probe, probe_error = (None, None)
+    if grade.get("probe"):
+        probe, probe_error = _run_probe(grade["probe"], namespace, ProbeAPI(tracer, avail, filename))
+    tracer.uninstall()
+    with _quiet_stdout_errors():
+        sys.stdout.flush()
+        sys.stderr.flush()
+    tampered = avail.tampered() + [name for name, fn in originals.items()
+                                   if fn is not None and fn is not _current(name)]
+    device = tracer.accelerator if not real_cuda else f"{tracer.accelerator} ({torch.cuda.get_device_name(0)})"
+    _write_report(report_fd, {
+        "nonce": nonce, "exercise": grade.get("exercise"), "simulated": not real_cuda,
+        "device": device + (" (simulated on CPU)" if not real_cuda else ""), "accelerator": tracer.accelerator,
+        "outcome": outcome, "probe": probe, "probe_error": probe_error, "tampered": tampered,
+        "trace": tracer.report()})
+    return int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
+
+
+def _current(name: str):
+    return {"Tensor.to": torch.Tensor.to, "Module.to": torch.nn.Module.to}[name]

@@ -1,0 +1,427 @@
+"""The placement tracer: where each of the learner's tensors lives, and what their code did with it.
+
+One TorchFunctionMode sees every torch call made from Python. It
+
+* records facts for the grader: moves (`.to`/`.cuda`/`.cpu`), host reads (`.item()`, `.tolist()`, `.numpy()`,
+  printing a tensor), `backward()` with the loss value, loss-function calls, mismatches; each with the learner's
+  line and the learner's variable names for the tensors involved;
+* on a CPU-only host, simulates the accelerator with *logical device labels*: a tensor created with
+  `device="cuda"`, moved with `.to(device)`/`.cuda()`, or computed from such tensors carries the label
+  `cuda:0` (the attribute `_pt_dev`) while its data stays in host memory. `x.device`, `x.is_cuda` and the
+  tensor's repr answer from the label, `.numpy()` refuses like CUDA does, and an op that meets a labelled tensor
+  and an unlabelled non-scalar tensor raises the RuntimeError a GPU would (wording.py). On a host with CUDA
+  nothing is simulated: tensors really live on the GPU and torch raises its own errors.
+
+Module forward pre-hooks, a DataLoader iterator patch, Module.to wrappers and optimizer step hooks add the
+facts a training loop is graded on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import weakref
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+import torch.utils.data.dataloader
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from app.sandbox.harness import wording
+
+HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+# frames that are torch's own torch-function plumbing (between the learner's call and this mode)
+_PLUMBING = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"),
+             os.path.join("torch", "nn", "modules", "module.py"), os.path.join("torch", "nn", "parameter.py"))
+# events of one kind kept in the report; a training loop repeats the same facts thousands of times
+EVENTS_PER_KIND = 200
+# loss values kept (first ones and last ones matter for "the loss went down")
+LOSS_VALUES_KEPT = 2000
+_ORIG_TENSOR_TO = torch._C.TensorBase.to
+_ORIG_PARAMETER_NEW = torch.nn.Parameter.__new__
+_ORIG_MODULE = {name: getattr(torch.nn.Module, name) for name in ("to", "cuda", "cpu")}
+_MOVES = {"to", "cuda", "cpu", "type_as"}
+_HOST_READS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__"}
+_LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                   "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+                   "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss", "margin_ranking_loss",
+                   "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_embedding_loss"}
+# calls that may take host and accelerator tensors together (copies, indexing with host indices, printing)
+_MIXING_ALLOWED = {"__setitem__", "copy_", "__deepcopy__", "__reduce_ex__", "__repr__", "__format__",
+                   "__setstate__", "__get__", "__set__", "is_pinned", "pin_memory"}
+_REPR_SUFFIX = re.compile(r"(, (?:size|dtype|layout|grad_fn|requires_grad|names)=.*)?\)\Z", re.S)
+
+
+def normalise(device) -> torch.device:
+    """Return a torch.device with an explicit index for accelerators ("cuda" -> cuda:0, 1 -> cuda:1)."""
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    d = torch.device(device)
+    return torch.device(d.type, d.index or 0) if d.type != "cpu" else d
+
+
+def _tensors(obj) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(obj)[0] if isinstance(t, torch.Tensor)]
+
+
+class Tracer:
+    """All placement facts of one job, and the switches that install the tracing."""
+
+    def __init__(self, learner_file: str, *, simulated: bool, accelerator: str = "cuda:0"):
+        self.learner_file = learner_file
+        self.simulated = simulated  # True: the accelerator is a label on host tensors (CPU-only host)
+        self.accelerator = accelerator
+        self.events: dict[str, list] = {}
+        self.counts: dict[str, int] = {}
+        self.losses: list[float] = []
+        self.steps = 0
+        self.forwards = 0
+        self.batches = 0
+        self.mode: PlacementMode | None = None
+
+    # ---------------------------------------------------------------- facts
+    def record(self, kind: str, **fact) -> None:
+        """Keep one fact (the first EVENTS_PER_KIND of each kind) and count all of them."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        kept = self.events.setdefault(kind, [])
+        if len(kept) < EVENTS_PER_KIND:
+            fact["kind"] = kind
+            kept.append(fact)
+
+    def device_of(self, t: torch.Tensor) -> str:
+        """The device the learner's tensor lives on: its label when simulated, its real device otherwise."""
+        label = t.__dict__.get("_pt_dev") if self.simulated else None
+        if label:
+            return label
+        with torch._C.DisableTorchFunction():
+            return str(t.device)
+
+    def on_accelerator(self, t: torch.Tensor) -> bool:
+        """True when t lives (logically) on an accelerator."""
+        return not self.device_of(t).startswith("cpu")
+
+    # ---------------------------------------------------------------- learner frames and names
+    def learner_frame(self, *, direct: bool = False):
+        """The nearest frame of the learner's file; with direct=True only if the learner made the call itself."""
+        f = sys._getframe(1)
+        while f is not None:
+            filename = f.f_code.co_filename
+            if filename == self.learner_file:
+                return f
+            if direct and not (filename.startswith(HARNESS_DIR) or filename.endswith(_PLUMBING)):
+                return None
+            f = f.f_back
+        return None
+
+    @staticmethod
+    def names_in(frame, obj) -> list[str]:
+        """The learner's variable names bound to obj in frame (identity, not equality)."""
+        if frame is None:
+            return []
+        try:
+            return [k for k, v in list(frame.f_locals.items()) if v is obj and not k.startswith("__")][:3]
+        except Exception:  # a learner object with odd semantics must never break grading
+            return []
+
+    def describe(self, t: torch.Tensor, frame) -> dict:
+        """A tensor as the report shows it: names, device, where it came from."""
+        d = t.__dict__
+        return {"names": self.names_in(frame, t), "device": self.device_of(t), "dim": t.dim(),
+                "batch": d.get("_pt_batch"), "moved": bool(d.get("_pt_moved")), "loss": bool(d.get("_pt_loss"))}
+
+    # ---------------------------------------------------------------- install
+    def install(self) -> None:
+        """Start tracing: the mode, module hooks, the DataLoader patch and the optimizer hooks."""
+        torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre_hook)
+        register_optimizer_step_pre_hook(self._step_pre_hook)
+        register_optimizer_step_post_hook(self._step_post_hook)
+        self._patch_dataloader()
+        self._patch_module_moves()
+        if self.simulated:
+            self._patch_parameter()
+        self.mode = PlacementMode(self)
+        self.mode.__enter__()
+
+    def uninstall(self) -> None:
+        """Stop the mode (hooks stay: the process ends right after grading)."""
+        if self.mode is not None:
+            try:
+                self.mode.__exit__(None, None, None)
+            except Exception:  # the learner may have pushed or popped modes of their own
+                pass
+            self.mode = None
+
+    def _patch_parameter(self) -> None:
+        def parameter_new(cls, data=None, requires_grad=True):
+            param = _ORIG_PARAMETER_NEW(cls, data, requires_grad)
+            if isinstance(data, torch.Tensor) and data.__dict__.get("_pt_dev"):
+                param._pt_dev = data._pt_dev  # nn.Linear(..., device="cuda") builds its weight this way
+            return param
+        torch.nn.Parameter.__new__ = staticmethod(parameter_new)
+
+    def _patch_dataloader(self) -> None:
+        from torch.utils.data import dataloader
+        tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
+
+        def __next__(it):
+            batch = orig_next(it)
+            index = tracer.batches
+            tracer.batches += 1
+            for t in _tensors(batch):
+                t._pt_batch, t._pt_moved = index, False
+            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in _tensors(batch)}))
+            return batch
+        dataloader._BaseDataLoaderIter.__next__ = __next__
+
+    def _patch_module_moves(self) -> None:
+        tracer = self
+        for name, orig in _ORIG_MODULE.items():
+            def move(module, *args, _orig=orig, _name=name, **kwargs):
+                frame = tracer.learner_frame(direct=True)
+                out = _orig(module, *args, **kwargs)
+                if frame is not None:
+                    devices = sorted({tracer.device_of(p) for p in module.parameters()})
+                    tracer.record("module_move", line=frame.f_lineno, op=_name, module=type(module).__name__,
+                                  names=tracer.names_in(frame, module), devices=devices, step=tracer.steps,
+                                  forwards=tracer.forwards, id=id(module))
+                return out
+            setattr(torch.nn.Module, name, move)
+
+    # ---------------------------------------------------------------- hooks
+    def _forward_pre_hook(self, module, inputs):
+        frame = self.learner_frame(direct=True)
+        if frame is None:
+            return None
+        self.forwards += 1
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        params = list(module.parameters())
+        self.record("forward", line=frame.f_lineno, module=type(module).__name__, id=id(module),
+                    names=self.names_in(frame, module), step=self.steps, n=self.forwards,
+                    param_devices=sorted({self.device_of(p) for p in params}), has_params=bool(params),
+                    inputs=[self.describe(t, frame) for t in tensors])
+        if any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors):
+            self.record("host_input", line=frame.f_lineno, module=type(module).__name__,
+                        names=self.names_in(frame, module), has_params=bool(params), step=self.steps,
+                        param_devices=sorted({self.device_of(p) for p in params}),
+                        inputs=[self.describe(t, frame) for t in tensors])
+        return None
+
+    def _step_pre_hook(self, optimizer, args, kwargs):
+        frame = self.learner_frame()
+        with torch._C.DisableTorchFunction():
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            grads = [p.grad for p in params if p.grad is not None]
+            nonzero = any(bool(g.detach().abs().sum() > 0) for g in grads)
+        self.record("step", line=frame.f_lineno if frame else None, n=self.steps, params=len(params),
+                    grads=len(grads), nonzero=nonzero, backwards=self.counts.get("backward", 0),
+                    devices=sorted({self.device_of(p) for p in params}))
+
+    def _step_post_hook(self, optimizer, args, kwargs):
+        self.steps += 1
+
+    # ---------------------------------------------------------------- the mode's work
+    def on_property(self, func, attr: str, args):
+        """Property get/set: answer devices from labels; keep labels on .grad and .data."""
+        setting = func.__name__ == "__set__"
+        t = args[0]
+        if not setting and self.simulated and isinstance(t, torch.Tensor):
+            label = t.__dict__.get("_pt_dev")
+            if attr == "device" and label:
+                return torch.device(label)
+            if attr in ("is_cuda", "is_mps", "is_cpu") and label:
+                return label.startswith(attr[3:])
+        out = func(*args)
+        if self.simulated and isinstance(t, torch.Tensor):
+            if setting and attr in ("data", "grad") and isinstance(args[1], torch.Tensor):
+                self._label(t, args[1].__dict__.get("_pt_dev"))
+            elif not setting and isinstance(out, torch.Tensor) and out is not t and t.__dict__.get("_pt_dev"):
+                if attr in ("grad", "data", "T", "mT", "H", "mH", "real", "imag"):
+                    self._label(out, t._pt_dev)
+        return out
+
+    @staticmethod
+    def _label(t: torch.Tensor, label: str | None) -> None:
+        if label:
+            t._pt_dev = label
+        else:
+            t.__dict__.pop("_pt_dev", None)
+
+    def on_call(self, func, name: str, args, kwargs):
+        """One torch call: simulate the accelerator where needed, run it, propagate labels, record facts."""
+        if self.simulated:
+            if name in _MOVES and args and isinstance(args[0], torch.Tensor):
+                return self._move(func, name, args, kwargs)
+            if name == "pin_memory" and args:  # no pinned memory without a real GPU; a no-op keeps loaders working
+                return args[0]
+            if name in ("numpy", "__array__") and args and isinstance(args[0], torch.Tensor):
+                self._refuse_numpy(name, args[0], kwargs)
+            target = kwargs.get("device")
+            if target is not None and name not in _MIXING_ALLOWED:
+                return self._factory(func, name, args, kwargs, normalise(target))
+            self._check_mixing(func, name, args, kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except RuntimeError as exc:  # a real GPU's own mismatch error (CUDA hosts)
+            if wording.SAME_DEVICE_PREFIX in str(exc) or "should be the same" in str(exc):
+                self._record_mismatch(name, args, kwargs, str(exc))
+            raise
+        self._propagate(name, args, kwargs, out)
+        self._observe(name, args, kwargs, out)
+        return out
+
+    def _refuse_numpy(self, name, t, kwargs) -> None:
+        if self.on_accelerator(t) and not kwargs.get("force", False):
+            frame = self.learner_frame()
+            self.record("numpy_on_accelerator", line=frame.f_lineno if frame else None, op=name,
+                        names=self.names_in(frame, t), device=self.device_of(t))
+            raise TypeError(f"can't convert {self.device_of(t)} device type tensor to numpy. "
+                            "Use Tensor.cpu() to copy the tensor to host memory first.")
+
+    def _check_mixing(self, func, name, args, kwargs) -> None:
+        if name in _MIXING_ALLOWED:
+            return
+        tensors = _tensors((args, kwargs))
+        on_accel = [t for t in tensors if self.on_accelerator(t)]
+        if not on_accel or not any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors):
+            return
+        message = wording.mismatch_message(func, args, kwargs, self.on_accelerator, self.device_of(on_accel[0]))
+        if message:
+            self._record_mismatch(name, args, kwargs, message)
+            raise RuntimeError(message)
+
+    def _record_mismatch(self, name, args, kwargs, message) -> None:
+        frame = self.learner_frame()
+        self.record("mismatch", line=frame.f_lineno if frame else None, op=name, message=message,
+                    tensors=[self.describe(t, frame) for t in _tensors((args, kwargs))][:6])
+
+    def _factory(self, func, name, args, kwargs, target: torch.device):
+        if target.type == "cpu":
+            return self._finish(func, name, args, kwargs, func(*args, **kwargs))
+        out = func(*args, **{**kwargs, "device": "cpu"})
+        for t in _tensors(out):
+            t._pt_dev = str(target)
+        return self._finish(func, name, args, kwargs, out, propagate=False)
+
+    def _finish(self, func, name, args, kwargs, out, propagate=True):
+        if propagate:
+            self._propagate(name, args, kwargs, out)
+        self._observe(name, args, kwargs, out)
+        return out
+
+    def _move(self, func, name, args, kwargs):
+        src = args[0]
+        dtype, non_blocking, copy = None, kwargs.get("non_blocking", False), kwargs.get("copy", False)
+        memory_format = kwargs.get("memory_format") or torch.preserve_format
+        if name in ("to", "type_as"):
+            other = args[1] if len(args) > 1 else kwargs.get("other")
+            if isinstance(other, torch.Tensor):
+                target, dtype = torch.device(self.device_of(other)), other.dtype
+            else:
+                device, dtype, non_blocking, parsed_format = torch._C._nn._parse_to(*args[1:], **kwargs)
+                memory_format = parsed_format or memory_format
+                target = normalise(device) if device is not None else torch.device(self.device_of(src))
+        elif name == "cuda":
+            index = args[1] if len(args) > 1 else kwargs.get("device")
+            target = normalise(index if isinstance(index, int) else (index or "cuda"))
+        else:
+            target = torch.device("cpu")
+        current = self.device_of(src)
+        moving = str(target) != current
+        out = _ORIG_TENSOR_TO(src, "cpu", dtype=dtype or src.dtype, non_blocking=non_blocking,
+                              copy=bool(copy or moving), memory_format=memory_format)
+        if out is not src:
+            self._label(out, str(target) if target.type != "cpu" else None)
+            for key in ("_pt_batch", "_pt_loss"):
+                if key in src.__dict__:
+                    out.__dict__[key] = src.__dict__[key]
+            if "_pt_batch" in src.__dict__:
+                out._pt_moved = target.type != "cpu" or bool(src.__dict__.get("_pt_moved"))
+        self._observe(name, args, kwargs, out, move=(current, str(target)))
+        return out
+
+    def _propagate(self, name, args, kwargs, out) -> None:
+        """Outputs live where their inputs live; batch and loss marks follow derived tensors."""
+        outs = [t for t in _tensors(out)]
+        if not outs:
+            return
+        ins = _tensors((args, kwargs))
+        in_ids = {id(t) for t in ins}
+        label = next((t.__dict__["_pt_dev"] for t in ins if t.__dict__.get("_pt_dev")), None)
+        batch = next((t for t in ins if "_pt_batch" in t.__dict__), None)
+        loss = name in _LOSS_FUNCTIONS or any(t.__dict__.get("_pt_loss") for t in ins)
+        for t in outs:
+            if id(t) in in_ids:  # in-place or returned-self: the tensor keeps its own place
+                continue
+            if self.simulated and label:
+                t._pt_dev = label
+            if batch is not None:
+                t._pt_batch, t._pt_moved = batch._pt_batch, bool(batch.__dict__.get("_pt_moved"))
+            if loss and t.dim() == 0:
+                t._pt_loss = True
+
+    def _observe(self, name, args, kwargs, out, move=None) -> None:
+        """Record the facts the grader reads: moves, host reads, backward, losses."""
+        if name in _LOSS_FUNCTIONS:
+            frame = self.learner_frame()
+            self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
+                        inputs=[self.describe(t, frame) for t in _tensors((args, kwargs))][:3])
+        if name not in _HOST_READS and name not in _MOVES and name != "backward":
+            return
+        frame = self.learner_frame(direct=True)
+        if frame is None or not args or not isinstance(args[0], torch.Tensor):
+            return
+        src = args[0]
+        fact = dict(line=frame.f_lineno, op=name, **self.describe(src, frame),
+                    requires_grad=bool(src.requires_grad), grad_fn=src.grad_fn is not None)
+        if move is not None:
+            self.record("move", src_device=move[0], dst_device=move[1], **fact)
+        elif name == "backward":
+            value = float(src.detach().reshape(-1)[0]) if src.numel() else float("nan")
+            if len(self.losses) < LOSS_VALUES_KEPT:
+                self.losses.append(value)
+            else:
+                self.losses[LOSS_VALUES_KEPT // 2 + len(self.losses) % (LOSS_VALUES_KEPT // 2)] = value
+            src._pt_loss = True
+            self.record("backward", step=self.steps, value=value, **fact)
+        else:
+            self.record("host_read", force=bool(kwargs.get("force", False)),
+                        prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
+
+    def repr_with_device(self, t: torch.Tensor, text: str) -> str:
+        """Add the device suffix torch prints for an accelerator tensor to a host tensor's repr."""
+        label = t.__dict__.get("_pt_dev") if self.simulated else None
+        if not label or "device=" in text:
+            return text
+        match = _REPR_SUFFIX.search(text)
+        if match is None:
+            return text
+        return text[:match.start()] + f", device='{label}'" + text[match.start():]
+
+    def report(self) -> dict:
+        """The facts as JSON-ready data."""
+        return {"events": self.events, "counts": self.counts, "losses": self.losses, "steps": self.steps,
+                "forwards": self.forwards, "batches": self.batches}
+
+
+class PlacementMode(TorchFunctionMode):
+    """The TorchFunctionMode that hands every torch call to the tracer."""
+
+    def __init__(self, tracer: Tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        descriptor = getattr(func, "__self__", None)
+        if type(descriptor).__name__ == "getset_descriptor":
+            return self.tracer.on_property(func, descriptor.__name__, args)
+        name = getattr(func, "__name__", "")
+        out = self.tracer.on_call(func, name, args, kwargs)
+        if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
+            return self.tracer.repr_with_device(args[0], out)
+        return out
+
+
+_ = weakref  # (kept importable for probes that want weak references to learner objects)

@@ -1,0 +1,40 @@
+"""Decide same-device's checks from the harness report (runs outside the sandbox)."""
+
+from app.grading.facts import Facts, at, check, check_runs, check_same_device
+
+
+def evaluate(facts: Facts):
+    """Return the checks of same-device, in the order of exercise.yaml."""
+    return [check_runs(facts), check_same_device(facts), _y_on_device(facts), _y_value(facts)]
+
+
+def _y_on_device(facts: Facts):
+    y, device = facts.probe.get("y") or {}, facts.probe.get("device") or {}
+    accel = facts.accelerator
+    if y.get("kind") != "tensor":
+        stopped = facts.outcome.get("exception")
+        where = f" (the program stopped at line {stopped['line']})" if stopped and stopped.get("line") else ""
+        return check("y_on_device", False, f"the program never set a tensor `y`{where}; "
+                                           "compute `y = weights @ x` on the device.")
+    if facts.on_accelerator(y["device"]):
+        return check("y_on_device", True)
+    if device.get("kind") == "missing" or not facts.on_accelerator(device.get("value")):
+        return check("y_on_device", False,
+                     f"`device` is {device.get('value')!s} although this machine has {accel}, so everything stayed "
+                     f"on the host. Pick the device by asking: `torch.device(\"cuda\" if torch.cuda.is_available() "
+                     f"else \"cpu\")`.{facts.tamper_note()}")
+    moved_back = [e for e in facts.events("move") if e.get("dst_device") == "cpu"]
+    hint = (f" {at(moved_back[-1]['line'])}`.{moved_back[-1]['op']}()` brought a result back to the host; "
+            "leave `y` on the device." if moved_back else "")
+    return check("y_on_device", False,
+                 f"`y` lives on {y['device']}, not on `device` ({accel}). Compute it from tensors on the device: "
+                 f"`y = weights @ x` with both on `device`.{hint}", moved_back[-1]["line"] if moved_back else None)
+
+
+def _y_value(facts: Facts):
+    if facts.probe.get("y_matches"):
+        return check("y_value", True)
+    if (facts.probe.get("y") or {}).get("kind") != "tensor":
+        return check("y_value", False, "there is no tensor `y` to compare with `weights @ x`.")
+    return check("y_value", False, "`y` is not equal to `weights @ x`; compute it from `weights` and `x` "
+                                   "instead of making a new tensor.")
