@@ -63,6 +63,12 @@ def show_lesson(slug: str, request: Request, course: CourseDep):
                   previous=previous, next=following, number=course.lessons.index(lesson) + 1)
 
 
+@router.get("/healthz", name="healthz")
+def healthz(course: CourseDep) -> dict:
+    """Answer the container healthcheck: the site is up and its course is loaded."""
+    return {"status": "ok" if not course.errors else "content-errors", "lessons": len(course.lessons)}
+
+
 async def not_found(request: Request, exc: StarletteHTTPException):
     """Answer unknown pages with the friendly 404 page for browsers, and JSON for everything else."""
     if "text/html" in request.headers.get("accept", "") and request.method in ("GET", "HEAD"):
