@@ -1,0 +1,12 @@
+# expect: y_value
+import torch
+
+# Use the GPU when there is one.
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+torch.manual_seed(0)
+weights = torch.randn(3, 3, device=device)  # lives on the device
+x = torch.randn(3)  # lives on the host
+
+y = torch.zeros(3, device=device)  # "y just has to be on the device"
+print("y =", y)
