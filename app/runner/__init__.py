@@ -6,6 +6,7 @@ import asyncio
 
 from app.runner.base import Busy, DoneEvent, Event, Job, JobHandle, OutputEvent, Rejected, Result, Runner
 from app.runner.local import LocalJobHandle, LocalRunner
+from app.runner.blocking import BlockingRunner  # noqa: E402 - uses run_job lazily
 
 
 def make_runner(settings) -> Runner:
@@ -41,5 +42,5 @@ def run_job_sync(job: Job, settings, on_output=None) -> Result:
     return asyncio.run(main())
 
 
-__all__ = ["Busy", "DoneEvent", "Event", "Job", "JobHandle", "LocalJobHandle", "LocalRunner", "OutputEvent",
+__all__ = ["BlockingRunner", "Busy", "DoneEvent", "Event", "Job", "JobHandle", "LocalJobHandle", "LocalRunner", "OutputEvent",
            "Rejected", "Result", "Runner", "make_runner", "run_job", "run_job_sync"]

@@ -1,0 +1,30 @@
+"""One warm sandbox for every hostile program; the app's secret is in this process's environment on purpose."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import pytest
+
+from app.config import Settings
+from app.runner import BlockingRunner
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory):
+    """A started LocalRunner (fork server) shared by the security tests; `.secret` is the app's secret key."""
+    secret = "sbx-secret-" + secrets.token_hex(12)
+    old = os.environ.get("COURSE_SECRET_KEY")
+    os.environ["COURSE_SECRET_KEY"] = secret  # what a real app process holds; the sandbox must never see it
+    db = tmp_path_factory.mktemp("security") / "course.db"
+    settings = Settings(env="test", secret_key=secret, database_url=f"sqlite:///{db}", sandbox_prefork=1)
+    try:
+        with BlockingRunner(settings) as runner:
+            runner.secret = secret
+            yield runner
+    finally:
+        if old is None:
+            os.environ.pop("COURSE_SECRET_KEY", None)
+        else:
+            os.environ["COURSE_SECRET_KEY"] = old

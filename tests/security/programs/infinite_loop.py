@@ -1,0 +1,3 @@
+# MUST NOT: run forever: the CPU limit stops an endless loop.
+while True:
+    pass
