@@ -98,3 +98,93 @@ def signed_in_client(app, make_client):
 def instructor_client(signed_in_client):
     """A browser signed in as an instructor."""
     return signed_in_client("instructor@example.org", name="Ines Instructor", role="instructor")
+
+
+# --- a real server and a real browser (H-site) -------------------------------------------------------------------
+# `live_server`: the real app (built from `settings`, database migrated) served by uvicorn in a thread on a free
+# 127.0.0.1 port; yields the base URL. `LiveServer(app)` is the same as a context manager, for module-scoped
+# fixtures. `browser_page`: a fresh Playwright page in Debian's Chromium (never `playwright install`); console
+# errors and uncaught page errors are collected in `page.console_errors`. Screenshots go to `ARTIFACTS`.
+
+import pathlib as _pathlib  # noqa: E402
+
+ARTIFACTS = _pathlib.Path(__file__).parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """A real uvicorn server for one app, in a thread, on a free port; `.url` is its base URL."""
+
+    def __init__(self, app) -> None:
+        import threading
+
+        import uvicorn
+
+        self.app = app
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 60  # seconds; the runner's fork server imports torch before start-up ends
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the live server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture
+def live_server(settings):
+    """Serve the real app over HTTP on 127.0.0.1 for one test; yield its base URL."""
+    from app.db import upgrade
+    from app.main import create_app
+
+    upgrade(settings.database_url)
+    application = create_app(settings)
+    with LiveServer(application) as server:
+        yield server.url
+    application.state.db.dispose()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium driven by Playwright, shared by the session."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    """A fresh page (own cookies) at desktop size; `page.console_errors` lists console and page errors."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda msg: msg.type == "error" and page.console_errors.append(msg.text))
+    page.on("pageerror", lambda err: page.console_errors.append(str(err)))
+    yield page
+    context.close()
