@@ -315,7 +315,18 @@
       }
       const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms on ${verdict.device || "cpu"})` : "";
       this.finish((STATUS_TEXT[verdict.status] || verdict.status) + ms, verdict.status);
+      if (verdict.status === "passed") this.markPassed();
       this.loadHistory(false);
+    }
+
+    /** Show the pass in the panel's title and tell the rest of the page (progress widgets) about it. */
+    markPassed() {
+      const title = this.root.querySelector("h2");
+      if (title && !title.querySelector(".exercise-passed-badge")) {
+        title.append(" ", el("span", { class: "exercise-passed-badge" }, "✓ passed"));
+      }
+      this.root.dispatchEvent(new CustomEvent("course:exercise-passed",
+        { bubbles: true, detail: { exercise: this.slug } }));
     }
 
     finish(text, kind) {

@@ -1,0 +1,122 @@
+"""A learner in real Chromium: edit code in the lesson's editor, run it, watch output stream, follow a failing
+check to its line, fix it, pass, see the solution and the progress, and find the code again after a reload."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.live.conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# prints one line, then keeps running, so the page must show the line before the verdict exists
+STREAMING_PREFIX = 'print("before the pause", flush=True)\nimport time\ntime.sleep(1.5)\n'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context()
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
+    yield page
+    context.close()
+
+
+def editor_text(page, panel) -> str:
+    return page.evaluate("(el) => el.courseExercise.editor.getValue()", panel.element_handle())
+
+
+def cursor_line(page, panel) -> int:
+    return page.evaluate("(el) => el.courseExercise.editor.cursorLine()", panel.element_handle())
+
+
+def test_edit_run_fix_pass_and_come_back(live_site, page):
+    from playwright.sync_api import expect
+
+    solution = (ROOT / "exercises" / "same-device" / "solution.py").read_text(encoding="utf-8")
+    page.goto(f"{live_site.url}/lessons/cpu-gpu-border")
+    panel = page.locator("#exercise-same-device")
+    expect(panel.locator(".cm-editor")).to_be_visible()  # CodeMirror replaced the plain textarea
+    expect(panel.locator("textarea.exercise-code")).to_be_hidden()
+
+    # A wrong answer: the starter (x left on the host) with a line printed before a pause.
+    panel.locator(".cm-content").click()
+    page.keyboard.press("Control+Home")
+    page.keyboard.type(STREAMING_PREFIX)
+    assert editor_text(page, panel).startswith(STREAMING_PREFIX)
+    panel.locator(".exercise-run").click()
+
+    output = panel.locator(".exercise-output")
+    expect(output).to_contain_text("before the pause", timeout=15_000)
+    expect(panel.locator(".exercise-checks .check")).to_have_count(0)  # streamed while still running
+    failing = panel.locator('.exercise-checks .check.failed[data-check="same_device"]')
+    expect(failing).to_be_visible(timeout=15_000)
+    expect(panel.locator(".exercise-status")).to_contain_text("Not yet")
+    link = failing.locator(".line-link")
+    line = int(link.get_attribute("data-line"))
+    assert editor_text(page, panel).splitlines()[line - 1].startswith("y = weights @ x")
+    page.keyboard.press("Control+Home")
+    link.click()
+    assert cursor_line(page, panel) == line
+    expect(panel.locator(".exercise-solution")).to_be_hidden()
+
+    # Fix it (insert_text: typed code would be re-indented by the editor) and run with the keyboard.
+    panel.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(solution)
+    page.keyboard.press("Control+Enter")
+    expect(panel.locator(".exercise-status")).to_contain_text("Passed", timeout=15_000)
+    expect(panel.locator(".exercise-checks .check.failed")).to_have_count(0)
+    expect(panel.locator(".exercise-checks .check.passed")).not_to_have_count(0)
+    expect(panel.locator(".exercise-solution")).to_be_visible()
+    expect(panel.locator(".exercise-passed-badge")).to_be_visible()
+    expect(panel.locator(".exercise-attempts li")).to_have_count(2)
+
+    # Come back: the last code is in the editor, the pass and the solution are still there.
+    page.reload()
+    expect(panel.locator(".cm-editor")).to_be_visible()
+    assert editor_text(page, panel) == solution
+    expect(panel.locator(".exercise-passed-badge")).to_be_visible()
+    expect(panel.locator(".exercise-solution")).to_be_visible()
+    expect(page.locator("#lesson-progress")).to_contain_text("Exercises passed: 1 of")
+    assert page.errors == []
+
+
+def test_hints_reveal_in_order_and_reset_restores_the_starter(live_site, page):
+    from playwright.sync_api import expect
+
+    starter = (ROOT / "exercises" / "same-device" / "starter.py").read_text(encoding="utf-8")
+    page.goto(f"{live_site.url}/lessons/cpu-gpu-border")
+    panel = page.locator("#exercise-same-device")
+    hints = panel.locator(".exercise-hints > li")
+    count = hints.count()
+    assert count >= 3
+    expect(hints.first).to_be_hidden()
+    button = panel.locator(".exercise-hint-next")
+    for shown in range(1, count + 1):
+        button.click()
+        expect(hints.nth(shown - 1)).to_be_visible()
+        if shown < count:
+            expect(hints.nth(shown)).to_be_hidden()
+    expect(button).to_be_hidden()
+
+    panel.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text("print('scratch')\n")
+    panel.locator(".exercise-reset").click()
+    assert editor_text(page, panel) == starter
+    assert page.errors == []
