@@ -1,0 +1,5 @@
+"""Allow `python -m app.cli ...` (same as the `course` script)."""
+
+from app.cli import main
+
+main()
