@@ -90,7 +90,7 @@ def _render_fence(self, tokens: list[Token], idx: int, options, env) -> str:
     if RUNNABLE_FLAG in flags:
         label += '<span class="code-runnable">runs on CPU, tested</span>'
     head = f'<div class="code-head">{label}</div>' if label else ""
-    return f'<div class="code-block">{head}{body}</div>\n'
+    return f'<div class="code-block" data-lang="{html.escape(lang or "text")}">{head}{body}</div>\n'
 
 
 def _render_admonition_open(self, tokens: list[Token], idx: int, options, env) -> str:
