@@ -4,17 +4,14 @@ lessons and exercises) shared by a module, over TestClient and over a real uvico
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
+from tests.conftest import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,41 +73,10 @@ def parse_sse(text: str) -> list[tuple[str, dict]]:
     return events
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class LiveServer:
-    """A real uvicorn server for one app, in a thread, on a free port."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=2)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> "LiveServer":
-        self.thread.start()
-        deadline = time.monotonic() + 60  # the runner's fork server imports torch before the app is ready
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the live server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-
-
 @pytest.fixture(scope="module")
 def live_site(tmp_path_factory):
-    """The real site served by uvicorn on 127.0.0.1 (real SQLite file, real sandbox)."""
+    """The real site served by uvicorn on 127.0.0.1 (real SQLite file, real sandbox), shared by a module:
+    the root conftest's `live_server` starts one per test, and each start pays for the sandbox's fork server."""
     app = create_app(live_settings(tmp_path_factory.mktemp("live-site")))
     with LiveServer(app) as server:
         yield server

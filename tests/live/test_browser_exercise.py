@@ -5,35 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import ARTIFACTS
 from tests.live.conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 # prints one line, then keeps running, so the page must show the line before the verdict exists
 STREAMING_PREFIX = 'print("before the pause", flush=True)\nimport time\ntime.sleep(1.5)\n'
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context()
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
-    yield page
-    context.close()
 
 
 def editor_text(page, panel) -> str:
@@ -44,7 +22,8 @@ def cursor_line(page, panel) -> int:
     return page.evaluate("(el) => el.courseExercise.editor.cursorLine()", panel.element_handle())
 
 
-def test_edit_run_fix_pass_and_come_back(live_site, page):
+def test_edit_run_fix_pass_and_come_back(live_site, browser_page):
+    page = browser_page
     from playwright.sync_api import expect
 
     solution = (ROOT / "exercises" / "same-device" / "solution.py").read_text(encoding="utf-8")
@@ -72,6 +51,8 @@ def test_edit_run_fix_pass_and_come_back(live_site, page):
     page.keyboard.press("Control+Home")
     link.click()
     assert cursor_line(page, panel) == line
+    ARTIFACTS.mkdir(exist_ok=True)
+    panel.screenshot(path=str(ARTIFACTS / "live-exercise-failing.png"))
     expect(panel.locator(".exercise-solution")).to_be_hidden()
 
     # Fix it (insert_text: typed code would be re-indented by the editor) and run with the keyboard.
@@ -85,6 +66,7 @@ def test_edit_run_fix_pass_and_come_back(live_site, page):
     expect(panel.locator(".exercise-solution")).to_be_visible()
     expect(panel.locator(".exercise-passed-badge")).to_be_visible()
     expect(panel.locator(".exercise-attempts li")).to_have_count(2)
+    panel.screenshot(path=str(ARTIFACTS / "live-exercise-passed.png"))
 
     # Come back: the last code is in the editor, the pass and the solution are still there.
     page.reload()
@@ -93,10 +75,11 @@ def test_edit_run_fix_pass_and_come_back(live_site, page):
     expect(panel.locator(".exercise-passed-badge")).to_be_visible()
     expect(panel.locator(".exercise-solution")).to_be_visible()
     expect(page.locator("#lesson-progress")).to_contain_text("Exercises passed: 1 of")
-    assert page.errors == []
+    assert page.console_errors == []
 
 
-def test_hints_reveal_in_order_and_reset_restores_the_starter(live_site, page):
+def test_hints_reveal_in_order_and_reset_restores_the_starter(live_site, browser_page):
+    page = browser_page
     from playwright.sync_api import expect
 
     starter = (ROOT / "exercises" / "same-device" / "starter.py").read_text(encoding="utf-8")
@@ -119,4 +102,4 @@ def test_hints_reveal_in_order_and_reset_restores_the_starter(live_site, page):
     page.keyboard.insert_text("print('scratch')\n")
     panel.locator(".exercise-reset").click()
     assert editor_text(page, panel) == starter
-    assert page.errors == []
+    assert page.console_errors == []
