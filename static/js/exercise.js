@@ -31,6 +31,13 @@
     return node;
   }
 
+  /** Text with `backtick` spans (the grader's messages quote code that way) as text and <code> nodes. */
+  function codeSpans(text) {
+    const span = el("span", { class: "message" });
+    String(text).split("`").forEach((part, i) => span.append(i % 2 ? el("code", {}, part) : part));
+    return span;
+  }
+
   function csrfToken(panel) {
     const meta = document.querySelector('meta[name="csrf-token"]');
     return panel.dataset.csrf || (meta && meta.content) || "";
@@ -304,7 +311,7 @@
       for (const check of verdict.checks || []) {
         const item = el("li", { class: check.passed ? "check passed" : "check failed", "data-check": check.id },
           el("span", { class: "mark", "aria-label": check.passed ? "passed" : "failed" }, check.passed ? "✓" : "✗"),
-          " ", el("span", { class: "message" }, check.message));
+          " ", codeSpans(check.message));
         if (check.line) {
           const link = el("a", { class: "line-link", href: `#exercise-${this.slug}-code`,
             "data-line": String(check.line) }, `line ${check.line}`);
