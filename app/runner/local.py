@@ -182,7 +182,9 @@ class LocalRunner:
         if self._stopping or proc is not self._proc:
             return
         code = await proc.wait()
-        self._writer = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         self._fail_running(f"the sandbox server stopped unexpectedly (exit code {code}) while this job ran; "
                            "it has been restarted: run the code again")
         self.restarts += 1

@@ -46,6 +46,27 @@ def _write(path: str, value: object) -> None:
         f.write(str(value))
 
 
+def _remove_stale(parent: str) -> None:
+    """Remove empty groups left by servers that were killed (their pid, in the name, is gone)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith("course-sbx-")]
+    except OSError:
+        return
+    for name in names:
+        pid = name.split("-")[2]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            base = f"{parent}/{name}"
+            for job in (d for d in os.listdir(base) if d.startswith("job-")):
+                try:
+                    os.rmdir(f"{base}/{job}")
+                except OSError:
+                    pass
+            try:
+                os.rmdir(base)
+            except OSError:
+                pass
+
+
 class CgroupManager:
     """The server's own parent cgroups; makes one JobCgroup per job."""
 
@@ -67,7 +88,9 @@ class CgroupManager:
             return False
         for ctrl in V1_CONTROLLERS:
             if ctrl in mounts and ctrl in own:
-                base = f"{mounts[ctrl]}{own[ctrl].rstrip('/')}/{self._token}"
+                parent = f"{mounts[ctrl]}{own[ctrl].rstrip('/')}"
+                _remove_stale(parent)
+                base = f"{parent}/{self._token}"
                 try:
                     os.mkdir(base)
                 except OSError as exc:

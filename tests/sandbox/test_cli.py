@@ -1,0 +1,54 @@
+"""`course run` and `course doctor` through the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+COURSE = [str(Path(sys.executable).with_name("course"))]
+
+
+def course(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COURSE_ENV": "development"}
+    return subprocess.run([*COURSE, *args], capture_output=True, text=True, timeout=240, env=env)
+
+
+def test_course_run_prints_output_and_mirrors_exit_code(tmp_path: Path):
+    script = tmp_path / "hello.py"
+    script.write_text("import torch, sys\nprint('sum', torch.ones(3).sum().item())\nprint('oops', file=sys.stderr)\n"
+                      "sys.exit(3)\n")
+    proc = course("run", str(script))
+    assert proc.returncode == 3
+    assert proc.stdout == "sum 3.0\n" and "oops" in proc.stderr
+
+
+def test_course_run_json(tmp_path: Path):
+    script = tmp_path / "loop.py"
+    script.write_text("print('hi')\n")
+    proc = course("run", "--json", str(script))
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0
+    assert set(data) == {"status", "exit_code", "signal", "stdout", "stderr", "duration_ms", "limit_hit"}
+    assert (data["status"], data["exit_code"], data["stdout"], data["limit_hit"]) == ("ok", 0, "hi\n", None)
+
+
+def test_course_run_refuses_non_utf8(tmp_path: Path):
+    script = tmp_path / "latin1.py"
+    script.write_bytes(b"print('\xe9')\n")
+    proc = course("run", str(script))
+    assert proc.returncode == 2 and "not UTF-8" in proc.stderr
+
+
+def test_course_doctor_reports_layers_limits_and_devices():
+    proc = course("doctor")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for layer in ("mount namespace + read-only root", "pid namespace", "network namespace", "seccomp filter",
+                  "unprivileged uid per slot", "cgroup memory", "cgroup pids", "rlimits"):
+        assert f"[on ] {layer}" in out
+    assert "wall clock  10 s" in out and "memory      1024 MiB" in out
+    assert "cpu: available" in out and "cuda:" in out
+    assert "AF_INET socket denied" in out and "seccomp mode 2" in out

@@ -1,0 +1,89 @@
+"""Every limit ends a job with its own, clear limit_hit and a marker line."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.runner import Job, Rejected
+from app.runner.base import check_source
+from app.sandbox.limits import Limits
+
+MiB = 1 << 20
+
+
+def test_limits_come_from_settings(sandbox_settings):
+    limits = Limits.from_settings(sandbox_settings)
+    assert limits.wall_s == sandbox_settings.sandbox_wall_s and limits.pids == sandbox_settings.sandbox_pids
+    assert Limits.from_dict(limits.to_dict()) == limits
+
+
+def test_defaults_match_the_issue():
+    limits = Limits()
+    assert (limits.wall_s, limits.cpu_s, limits.memory_bytes, limits.pids, limits.output_bytes,
+            limits.source_bytes) == (10.0, 10, 1 << 30, 64, 1 << 20, 64 << 10)
+
+
+def test_wall_clock(sandbox):
+    r = sandbox.run_code("import time\nprint('start', flush=True)\ntime.sleep(30)", wall_s=1)
+    assert (r.status, r.limit_hit) == ("limit", "wall")
+    assert r.stdout == "start\n" and "wall-clock limit of 1 s" in r.stderr and r.duration_ms < 3000
+
+
+def test_cpu_time(sandbox):
+    r = sandbox.run_code("while True: pass", cpu_s=1, wall_s=10)
+    assert (r.status, r.limit_hit) == ("limit", "cpu")
+    assert "CPU time limit of 1 s" in r.stderr
+
+
+def test_memory_by_cgroup(sandbox):
+    code = "keep = []\nwhile True:\n    keep.append(b'x' * (32 << 20))"
+    r = sandbox.run_code(code, memory_bytes=192 * MiB)
+    assert (r.status, r.limit_hit) == ("limit", "memory")
+    assert "memory limit of 192 MiB" in r.stderr
+
+
+def test_memory_single_huge_allocation(sandbox):
+    r = sandbox.run_code("x = bytearray(16 << 30)", memory_bytes=256 * MiB)
+    assert (r.status, r.limit_hit) == ("limit", "memory") and "MemoryError" in r.stderr
+
+
+def test_output_cap(sandbox):
+    r = sandbox.run_code("while True: print('y' * 99)", output_bytes=64 << 10)
+    assert (r.status, r.limit_hit) == ("limit", "output")
+    assert len(r.stdout.encode()) <= 64 << 10 and "output limit of 64 KiB" in r.stderr
+
+
+def test_pids(sandbox):
+    code = ("import os, time\nkids = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(5)\n"
+            "            os._exit(0)\n        kids += 1\n    except OSError:\n        print('refused after', kids)\n"
+            "        break")
+    r = sandbox.run_code(code, pids=8)
+    assert (r.status, r.limit_hit) == ("limit", "pids")
+    assert "refused after" in r.stdout and "process/thread limit of 8" in r.stderr
+
+
+def test_source_size_is_rejected_before_running(sandbox):
+    big = "x = 1\n" * 20000  # ~117 KiB
+    r = sandbox.run_code(big)
+    assert (r.status, r.limit_hit) == ("limit", "source") and "the limit is 64 KiB" in r.message
+    with pytest.raises(Rejected, match="the limit is 64 KiB"):
+        check_source(Job(code=big), Limits())
+
+
+def test_non_utf8_source_is_rejected():
+    with pytest.raises(Rejected, match="not valid UTF-8"):
+        check_source(Job(code="print('\udcff')"), Limits())
+
+
+def test_exit_code_and_signal_are_reported(sandbox):
+    r = sandbox.run_code("import sys\nsys.exit(7)")
+    assert (r.status, r.exit_code, r.signal, r.limit_hit) == ("failed", 7, None, None)
+    r = sandbox.run_code("import ctypes\nctypes.string_at(0)")  # segfault
+    assert (r.status, r.exit_code, r.signal) == ("failed", None, 11) and "SIGSEGV" in r.message
+
+
+def test_tmpfs_size(sandbox):
+    code = ("n = 0\ntry:\n    with open('/tmp/f', 'wb') as f:\n        while True:\n            f.write(b'0' * 65536)\n"
+            "            n += 65536\nexcept OSError as e:\n    print(n >> 20, e.errno)")
+    r = sandbox.run_code(code, tmpfs_bytes=4 * MiB)
+    assert r.status == "ok" and int(r.stdout.split()[0]) <= 4

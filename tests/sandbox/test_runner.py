@@ -1,0 +1,110 @@
+"""The runner interface: streaming order, cancellation, the busy refusal, restart after the server dies."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from app.runner import BlockingRunner, Busy, DoneEvent, Job, OutputEvent
+
+
+def test_output_streams_line_by_line_in_order(sandbox):
+    code = ("import sys, time\nfor i in range(5):\n    print('out', i, flush=True)\n"
+            "    print('err', i, file=sys.stderr, flush=True)\n    time.sleep(0.05)\nprint('no newline', end='')")
+    events: list = []
+    r = sandbox.run_code(code, events=events)
+    assert r.status == "ok"
+    lines = [(e.stream, e.line) for e in events]
+    assert [l for s, l in lines if s == "stdout"] == [f"out {i}" for i in range(5)] + ["no newline"]
+    assert [l for s, l in lines if s == "stderr"] == [f"err {i}" for i in range(5)]
+    assert lines.index(("stdout", "out 0")) < lines.index(("stderr", "err 1"))  # interleaved as printed
+    assert r.stdout.endswith("out 4\nno newline")
+
+
+def test_events_arrive_while_the_job_runs_and_end_with_one_done(sandbox):
+    async def main():
+        handle = await sandbox.runner.submit(Job(code="import time\nprint('a', flush=True)\ntime.sleep(0.5)\nprint('b')"))
+        seen = []
+        async for event in handle.events():
+            seen.append((time.monotonic(), event))
+        return seen, await handle.result()
+
+    seen, result = sandbox.call(main())
+    kinds = [type(e) for _, e in seen]
+    assert kinds == [OutputEvent, OutputEvent, DoneEvent] and seen[-1][1].result is result
+    assert seen[1][0] - seen[0][0] > 0.3  # 'a' arrived before the sleep ended: streamed, not buffered
+
+
+@pytest.fixture(scope="module")
+def narrow(sandbox_settings):
+    """A runner that runs one job at a time and queues one more."""
+    settings = sandbox_settings.model_copy(update={"runner_concurrency": 1, "runner_queue_size": 1})
+    with BlockingRunner(settings) as runner:
+        yield runner
+
+
+def test_busy_when_the_queue_is_full(narrow):
+    runner = narrow.runner
+
+    async def main():
+        slow = Job(code="import time; time.sleep(0.5)")
+        first = await runner.submit(slow)
+        await asyncio.sleep(0.05)
+        second = await runner.submit(slow)  # waits in the queue
+        with pytest.raises(Busy) as busy:
+            await runner.submit(slow)
+        results = [await first.result(), await second.result()]
+        third = await runner.submit(Job(code="print(3)"))  # room again
+        return busy.value, results, await third.result()
+
+    busy, results, third = narrow.call(main())
+    assert busy.retry_after >= 1 and "retry in" in str(busy)
+    assert [r.status for r in results] == ["ok", "ok"] and third.stdout == "3\n"
+
+
+def test_cancel_running_and_queued_jobs(narrow):
+    runner = narrow.runner
+
+    async def main():
+        running = await runner.submit(Job(code="import time\nprint('started', flush=True)\ntime.sleep(30)"))
+        queued = await runner.submit(Job(code="print('never')"))
+        async for _ in running.events():
+            break  # the first line: it is running
+        await queued.cancel()
+        await running.cancel()
+        return await running.result(), await queued.result()
+
+    started = time.monotonic()
+    running, queued = narrow.call(main())
+    assert running.status == "cancelled" and running.stdout == "started\n"
+    assert queued.status == "cancelled" and queued.stdout == ""
+    assert time.monotonic() - started < 15
+
+
+def test_server_restarts_after_being_killed_and_fails_in_flight_jobs(narrow):
+    first_pid = narrow.runner.server_pid
+
+    async def kill_during_job():
+        handle = await narrow.runner.submit(Job(code="import time\nprint('up', flush=True)\ntime.sleep(30)"))
+        async for _ in handle.events():
+            os.kill(first_pid, signal.SIGKILL)
+            break
+        return await handle.result()
+
+    in_flight = narrow.call(kill_during_job())
+    assert in_flight.status == "error" and "stopped unexpectedly" in in_flight.message
+    after = narrow.run_code("print('back')")
+    assert after.status == "ok" and after.stdout == "back\n"
+    assert narrow.runner.server_pid != first_pid and narrow.runner.restarts == 1
+
+
+def test_refuses_without_isolation_unless_unsafe_dev(sandbox_settings):
+    """Simulated by the server's refusal path: a non-root server without the unsafe flag refuses jobs."""
+    from app.sandbox.server import refused_result
+
+    result = refused_result("the sandbox needs root")
+    assert result["status"] == "error" and "needs root" in result["message"]
