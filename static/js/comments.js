@@ -40,8 +40,8 @@
     const url = new URL(window.location.href);
     url.searchParams.delete("comment_error");
     url.hash = anchor;
-    if (url.href === window.location.href) window.location.reload();
-    else { window.location.replace(url.href); window.location.reload(); }
+    window.history.replaceState(null, "", url.href);  // no navigation; the reload below is the only one
+    window.location.reload();
   }
 
   section.addEventListener("submit", async (event) => {
