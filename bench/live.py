@@ -62,7 +62,10 @@ def measure_site(code: str, runs: int = RUNS) -> dict:
     with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute") as (
             base, _proc):
         with httpx.Client(base_url=base, timeout=60) as client:
-            client.headers["X-CSRF-Token"] = client.get("/api/auth/csrf").json()["csrf_token"]
+            first = client.get("/api/auth/csrf")
+            client.headers["X-CSRF-Token"] = first.json()["csrf_token"]
+            # production cookies are Secure, which an http:// client keeps to itself; send the session by hand
+            client.headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in first.cookies.items())
             for _ in range(WARMUP):
                 submit_and_wait(client, code)
             samples = [submit_and_wait(client, code) for _ in range(runs)]
