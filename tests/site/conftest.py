@@ -25,18 +25,21 @@ def site_settings(tmp: Path, course: Path | None = None, **extra) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory) -> TestClient:
+def site_client(tmp_path_factory) -> TestClient:
     """A client of the real app serving the real lessons/ and exercises/."""
-    with TestClient(create_app(site_settings(tmp_path_factory.mktemp("real")))) as c:
+    app = create_app(site_settings(tmp_path_factory.mktemp("real")))
+    with TestClient(app) as c:
         yield c
+    app.state.db.dispose()
 
 
 @pytest.fixture(scope="module")
 def fixture_client(tmp_path_factory) -> TestClient:
     """A client of the real app serving tests/site/fixtures/good (two lessons, one exercise)."""
-    settings = site_settings(tmp_path_factory.mktemp("good"), FIXTURES / "good")
-    with TestClient(create_app(settings)) as c:
+    app = create_app(site_settings(tmp_path_factory.mktemp("good"), FIXTURES / "good"))
+    with TestClient(app) as c:
         yield c
+    app.state.db.dispose()
 
 
 @pytest.fixture

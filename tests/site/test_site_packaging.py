@@ -28,8 +28,8 @@ def test_dockerfile_installs_like_the_makefile():
     assert "\nUSER 10001\n" in dockerfile
 
 
-def test_healthz_answers(client):
-    assert client.get("/healthz").json()["status"] == "ok"
+def test_healthz_answers(site_client):
+    assert site_client.get("/healthz").json()["status"] == "ok"
 
 
 def test_committed_pygments_css_is_current():

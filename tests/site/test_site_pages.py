@@ -9,16 +9,16 @@ import pytest
 LESSON_SLUGS = ["cpu-gpu-border", "picking-a-device", "multi-gpu-and-distributed", "training-loop"]
 
 
-def test_index_lists_the_four_lessons_in_order(client):
-    page = client.get("/")
+def test_index_lists_the_four_lessons_in_order(site_client):
+    page = site_client.get("/")
     assert page.status_code == 200
     hrefs = re.findall(r'<h3><a href="/lessons/([a-z0-9-]+)">', page.text)
     assert hrefs == LESSON_SLUGS
 
 
 @pytest.mark.parametrize("slug", LESSON_SLUGS)
-def test_lesson_renders_toc_anchors_code_and_links(client, slug):
-    page = client.get(f"/lessons/{slug}")
+def test_lesson_renders_toc_anchors_code_and_links(site_client, slug):
+    page = site_client.get(f"/lessons/{slug}")
     assert page.status_code == 200, page.text[:500]
     html = page.text
     toc = re.search(r'<nav id="toc".*?</nav>', html, re.S).group(0)
@@ -33,43 +33,44 @@ def test_lesson_renders_toc_anchors_code_and_links(client, slug):
     assert '<nav id="lesson-nav"' in html
 
 
-def test_lessons_chain_previous_and_next(client):
-    first, last = client.get(f"/lessons/{LESSON_SLUGS[0]}").text, client.get(f"/lessons/{LESSON_SLUGS[-1]}").text
+def test_lessons_chain_previous_and_next(site_client):
+    first = site_client.get(f"/lessons/{LESSON_SLUGS[0]}").text
+    last = site_client.get(f"/lessons/{LESSON_SLUGS[-1]}").text
     assert f'href="/lessons/{LESSON_SLUGS[1]}" rel="next"' in first and 'rel="prev"' not in first
     assert f'href="/lessons/{LESSON_SLUGS[-2]}" rel="prev"' in last
 
 
-def test_lessons_place_their_exercises(client):
+def test_lessons_place_their_exercises(site_client):
     expected = {"cpu-gpu-border": ["same-device", "bring-it-back"], "picking-a-device": ["pick-device"],
                 "training-loop": ["training-loop"]}
     for slug, exercises in expected.items():
-        html = client.get(f"/lessons/{slug}").text
+        html = site_client.get(f"/lessons/{slug}").text
         assert re.findall(r'class="exercise-panel[^"]*" id="exercise-([a-z-]+)"', html) == exercises
 
 
-def test_unknown_lesson_is_a_friendly_404(client):
-    page = client.get("/lessons/no-such-lesson")
+def test_unknown_lesson_is_a_friendly_404(site_client):
+    page = site_client.get("/lessons/no-such-lesson")
     assert page.status_code == 404
     assert "Page not found" in page.text and 'href="/"' in page.text
     assert "no-such-lesson" in page.text
 
 
-def test_unknown_page_is_html_for_browsers_and_json_otherwise(client, html_headers):
-    assert "Page not found" in client.get("/nope", headers=html_headers).text
-    assert client.get("/nope", headers={"accept": "application/json"}).json() == {"detail": "Not Found"}
+def test_unknown_page_is_html_for_browsers_and_json_otherwise(site_client, html_headers):
+    assert "Page not found" in site_client.get("/nope", headers=html_headers).text
+    assert site_client.get("/nope", headers={"accept": "application/json"}).json() == {"detail": "Not Found"}
 
 
-def test_every_asset_is_local(client):
+def test_every_asset_is_local(site_client):
     """No CDN: every src/href of every page points into this site."""
     for path in ["/", *(f"/lessons/{s}" for s in LESSON_SLUGS)]:
-        html = client.get(path).text
+        html = site_client.get(path).text
         for attr in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="([^"]+)"', html):
             assert attr.startswith("/"), f"{path} loads {attr}"
-            assert client.get(attr).status_code == 200, attr
+            assert site_client.get(attr).status_code == 200, attr
 
 
-def test_pages_have_landmarks_and_a_skip_link(client):
-    html = client.get(f"/lessons/{LESSON_SLUGS[0]}").text
+def test_pages_have_landmarks_and_a_skip_link(site_client):
+    html = site_client.get(f"/lessons/{LESSON_SLUGS[0]}").text
     assert '<a class="skip-link" href="#main">' in html and '<main id="main"' in html
     assert '<html lang="en">' in html and 'name="viewport"' in html
     levels = [int(n) for n in re.findall(r"<h([1-6])[ >]", html)]

@@ -83,7 +83,8 @@ def test_reload_shows_errors_as_a_page_then_picks_up_the_fix(tmp_path, fixtures_
     good_text = lesson.read_text()
     lesson.write_text(good_text.replace("order: 2", "order: second"))
     settings = make_site_settings(tmp_path, course)
-    with TestClient(create_app(settings, watch_content=True)) as client:
+    app = create_app(settings, watch_content=True)
+    with TestClient(app) as client:
         page = client.get("/")
         assert page.status_code == 500
         assert "second.md:4: front matter: fix `order`" in page.text
@@ -91,3 +92,4 @@ def test_reload_shows_errors_as_a_page_then_picks_up_the_fix(tmp_path, fixtures_
         page = _wait_for(client, "/lessons/second-steps", 200)
         assert page.status_code == 200, page.text
         assert 'id="added-later"' in page.text
+    app.state.db.dispose()
