@@ -11,6 +11,7 @@ Run alone with `python -m bench.live`; `make bench` runs it with the others. Tar
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -86,10 +87,13 @@ def measure_site(code: str, runs: int = RUNS) -> dict:
 
 def measure_cold(solution: Path, runs: int = COLD_RUNS) -> dict:
     """Time a fresh interpreter running the same program `runs` times."""
+    # one thread, as in the sandbox (bench/sandbox.py's cold baseline does the same)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "OMP_NUM_THREADS": "1"}
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, str(solution)], check=True, stdout=subprocess.DEVNULL, cwd=solution.parent)
+        subprocess.run([sys.executable, str(solution)], check=True, stdout=subprocess.DEVNULL, cwd=solution.parent,
+                       env=env)
         times.append((time.perf_counter() - start) * 1000)
     return {"cold_runs": runs, "cold_subprocess_p50_ms": round(percentile(times, 50), 1),
             "cold_subprocess_p95_ms": round(percentile(times, 95), 1)}

@@ -103,3 +103,36 @@ def test_hints_reveal_in_order_and_reset_restores_the_starter(live_site, browser
     panel.locator(".exercise-reset").click()
     assert editor_text(page, panel) == starter
     assert page.console_errors == []
+
+
+def test_a_full_queue_says_busy_then_retries_by_itself(tmp_path, browser_page):
+    """One sandbox slot, no queue: while another learner holds the slot, Run shows "the course is busy,
+    retrying in N s", then runs by itself once the slot is free."""
+    import httpx
+    from playwright.sync_api import expect
+
+    from app.main import create_app
+    from tests.conftest import LiveServer
+    from tests.live.conftest import live_settings
+
+    page = browser_page
+    app = create_app(live_settings(tmp_path, runner_concurrency=1, runner_queue_size=0))
+    with LiveServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as other:
+        other.headers["X-CSRF-Token"] = other.get("/api/auth/csrf").json()["csrf_token"]
+        warm = other.post("/api/exercises/same-device/submissions", json={"code": "print(1)"})
+        other.get(f"/api/submissions/{warm.json()['id']}/events")  # fork server up: the held slot counts
+        page.goto(f"{server.url}/lessons/cpu-gpu-border")
+        panel = page.locator("#exercise-same-device")
+        expect(panel.locator(".cm-editor")).to_be_visible()
+        held = other.post("/api/exercises/same-device/submissions",
+                          json={"code": "import time\ntime.sleep(2.5)\n"})
+        assert held.status_code == 202
+
+        panel.locator(".exercise-run").click()
+
+        expect(panel.locator(".exercise-status")).to_contain_text("The course is busy, retrying in", timeout=5_000)
+        expect(panel.locator(".exercise-checks .check")).not_to_have_count(0, timeout=20_000)
+        expect(panel.locator(".exercise-status")).to_contain_text("Not yet")  # the starter ran, and failed
+    app.state.db.dispose()
+    # Chromium logs the refused request itself ("status of 429"); nothing else may go wrong
+    assert all("429" in error for error in page.console_errors), page.console_errors
