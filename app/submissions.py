@@ -170,14 +170,14 @@ class LiveHub:
         task = asyncio.create_task(self._grade(exercise, code, run, accepted, recorded))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        await asyncio.wait({accepted, task}, return_when=asyncio.FIRST_COMPLETED)
-        if accepted.done() and accepted.exception() is not None:
-            raise accepted.exception()
         try:
+            await asyncio.wait({accepted, task}, return_when=asyncio.FIRST_COMPLETED)
+            if accepted.done() and accepted.exception() is not None:
+                raise accepted.exception()
             submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code)
-        except BaseException as exc:
+        except BaseException:  # refused, the database failed, or the request went away: stop the run too
+            recorded.cancel()
             task.cancel()
-            recorded.set_exception(exc)
             raise
         self.runs[submission_id] = run
         recorded.set_result(submission_id)
