@@ -109,4 +109,13 @@ class Database:
         self.engine.dispose()
 
 
-__all__ = ["Database", "alembic_config", "upgrade", "downgrade", "make_engine", "ensure_sqlite_dir", "is_sqlite", "SQLITE_BUSY_TIMEOUT_MS"]
+__all__ = [
+    "Database",
+    "alembic_config",
+    "upgrade",
+    "downgrade",
+    "make_engine",
+    "ensure_sqlite_dir",
+    "is_sqlite",
+    "SQLITE_BUSY_TIMEOUT_MS",
+]

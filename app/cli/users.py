@@ -22,8 +22,14 @@ def users() -> None:
 @click.argument("email")
 @click.option("--name", "display_name", help="Display name shown beside comments (default: the email's name).")
 @click.option("--instructor", is_flag=True, help="Make the account an instructor (can hide and delete comments).")
-@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
-              envvar="COURSE_NEW_USER_PASSWORD", help="Asked for when omitted; or set COURSE_NEW_USER_PASSWORD.")  # fmt: skip
+@click.option(
+    "--password",
+    prompt=True,
+    hide_input=True,
+    confirmation_prompt=True,
+    envvar="COURSE_NEW_USER_PASSWORD",
+    help="Asked for when omitted; or set COURSE_NEW_USER_PASSWORD.",
+)
 def create(email: str, display_name: str | None, instructor: bool, password: str) -> None:
     """Create an account for EMAIL."""
     if not accounts.EMAIL_RE.match(email.strip()):

@@ -162,9 +162,11 @@ def _page(request: Request, name: str, status: int = 200, **ctx):
 
 
 def _errors(exc: Exception) -> list[str]:
+    """Turn a refusal or a pydantic ValidationError into lines a person can act on."""
     if isinstance(exc, HTTPException):
         return [str(exc.detail)]
-    return [f"{'.'.join(map(str, e['loc'][1:] or e['loc']))}: {e['msg']}" for e in exc.errors()]  # type: ignore[attr-defined]
+    errors = exc.errors()  # type: ignore[attr-defined]
+    return [f"{'.'.join(map(str, e['loc'])) or 'form'}: {e['msg']}" for e in errors]
 
 
 @router.get("/login", include_in_schema=False)
