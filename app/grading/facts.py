@@ -101,15 +101,22 @@ def check_same_device(facts: Facts) -> CheckResult:
     tensors = m.get("tensors") or []
     host = [t for t in tensors if not facts.on_accelerator(t.get("device")) and t.get("dim", 1) > 0]
     accel = [t for t in tensors if facts.on_accelerator(t.get("device"))]
-    host_name = name_of(host[0], "a host tensor") if host else "a host tensor"
+    host_name = name_of(host[0], "") if host else ""
     accel_name = name_of(accel[0], "a tensor on the device") if accel else "a tensor on the device"
-    fix = f" Move it to the device first: `{host_name.strip('`')} = {host_name.strip('`')}.to(device)`." \
-        if host and host[0].get("names") else " Move the host tensor to the device with `.to(device)` first."
-    return check("same_device", False,
-                 f"{at(m.get('line'))}{host_name} (on cpu) and {accel_name} (on {facts.accelerator}) met in one "
-                 f"operation; a GPU raises: {first_line(m.get('message', ''))}.{fix}", m.get("line"))
+    if host_name:
+        var = host_name.strip("`")
+        what = f"{host_name} (on cpu) and {accel_name} (on {facts.accelerator}) met in one operation"
+        fix = f"Move it to the device first: `{var} = {var}.to(device)`."
+    else:
+        what = f"{accel_name} (on {facts.accelerator}) met a tensor on the host (cpu) in one operation"
+        fix = ("Whatever is still on the host needs `.to(device)`: often a model's parameters "
+               "(`model = model.to(device)`) or a tensor made without `device=`.")
+    message = first_line(m.get("message", ""))
+    return check("same_device", False, f"{at(m.get('line'))}{what}; a GPU raises RuntimeError: {message}"
+                                       f"{'' if message.endswith(('!', '.')) else '.'} {fix}", m.get("line"))
 
 
 def first_line(text: str) -> str:
     """The first line of a message, without a trailing full stop (messages are embedded in sentences)."""
-    return (text or "").strip().splitlines()[0].rstrip(".") if (text or "").strip() else ""
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line[:-1] if line.endswith(".") else line

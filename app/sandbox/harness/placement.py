@@ -27,7 +27,6 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 import torch.utils.data.dataloader
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten
 
 from app.sandbox.harness import wording
 
@@ -51,6 +50,8 @@ _LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l
 # calls that may take host and accelerator tensors together (copies, indexing with host indices, printing)
 _MIXING_ALLOWED = {"__setitem__", "copy_", "__deepcopy__", "__reduce_ex__", "__repr__", "__format__",
                    "__setstate__", "__get__", "__set__", "is_pinned", "pin_memory"}
+# calls the tracer must always see, labelled inputs or not
+_WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward", "pin_memory"}
 _REPR_SUFFIX = re.compile(r"(, (?:size|dtype|layout|grad_fn|requires_grad|names)=.*)?\)\Z", re.S)
 
 
@@ -62,8 +63,21 @@ def normalise(device) -> torch.device:
     return torch.device(d.type, d.index or 0) if d.type != "cpu" else d
 
 
-def _tensors(obj) -> list[torch.Tensor]:
-    return [t for t in tree_flatten(obj)[0] if isinstance(t, torch.Tensor)]
+def _tensors(obj, out: list | None = None) -> list[torch.Tensor]:
+    """Every tensor in nested tuples/lists/dicts (a hand-written walk: pytree costs ~10x more per call)."""
+    if out is None:
+        out = []
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            if isinstance(item, (torch.Tensor, list, tuple, dict)):
+                _tensors(item, out)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            if isinstance(item, (torch.Tensor, list, tuple, dict)):
+                _tensors(item, out)
+    return out
 
 
 class Tracer:
@@ -92,9 +106,8 @@ class Tracer:
 
     def device_of(self, t: torch.Tensor) -> str:
         """The device the learner's tensor lives on: its label when simulated, its real device otherwise."""
-        label = t.__dict__.get("_pt_dev") if self.simulated else None
-        if label:
-            return label
+        if self.simulated:  # every tensor is physically on the host; a label says it is "on the accelerator"
+            return t.__dict__.get("_pt_dev") or "cpu"
         with torch._C.DisableTorchFunction():
             return str(t.device)
 
@@ -261,15 +274,19 @@ class Tracer:
             if target is not None and name not in _MIXING_ALLOWED:
                 return self._factory(func, name, args, kwargs, normalise(target))
             self._check_mixing(func, name, args, kwargs)
-        try:
-            out = func(*args, **kwargs)
-        except RuntimeError as exc:  # a real GPU's own mismatch error (CUDA hosts)
-            if wording.SAME_DEVICE_PREFIX in str(exc) or "should be the same" in str(exc):
-                self._record_mismatch(name, args, kwargs, str(exc))
-            raise
+        out = self.run_recording_mismatch(func, name, args, kwargs)
         self._propagate(name, args, kwargs, out)
         self._observe(name, args, kwargs, out)
         return out
+
+    def run_recording_mismatch(self, func, name, args, kwargs):
+        """Run func; record torch's own device-mismatch error (real GPUs raise it themselves) and re-raise."""
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as exc:
+            if wording.SAME_DEVICE_PREFIX in str(exc) or "should be the same" in str(exc):
+                self._record_mismatch(name, args, kwargs, str(exc))
+            raise
 
     def _refuse_numpy(self, name, t, kwargs) -> None:
         if self.on_accelerator(t) and not kwargs.get("force", False):
@@ -414,14 +431,32 @@ class PlacementMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name not in _WATCHED and "device" not in kwargs and not _marked(args):
+            # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
+            if self.tracer.simulated:
+                return func(*args, **kwargs)
+            return self.tracer.run_recording_mismatch(func, name, args, kwargs)
         descriptor = getattr(func, "__self__", None)
         if type(descriptor).__name__ == "getset_descriptor":
             return self.tracer.on_property(func, descriptor.__name__, args)
-        name = getattr(func, "__name__", "")
         out = self.tracer.on_call(func, name, args, kwargs)
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
         return out
+
+
+def _marked(args) -> bool:
+    """True when a tensor among args (or one level down in a list/tuple) carries a label or a mark."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.__dict__:
+                return True
+        elif isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, torch.Tensor) and b.__dict__:
+                    return True
+    return False
 
 
 _ = weakref  # (kept importable for probes that want weak references to learner objects)

@@ -1,0 +1,138 @@
+"""Decide training-loop's checks from the placement trace (runs outside the sandbox)."""
+
+from app.grading.facts import Facts, at, check, check_runs, check_same_device, name_of
+
+# the loss "went down" when the mean of the last quarter of losses is below this share of the first quarter's
+LOSS_DROP = 0.95
+
+
+def evaluate(facts: Facts):
+    """Return the checks of training-loop, in the order of exercise.yaml."""
+    return [check_runs(facts), _model_on_device(facts), _model_moved_once(facts), _batch_on_device(facts),
+            check_same_device(facts), _loss_item(facts), _trains(facts)]
+
+
+def _device_note(facts: Facts) -> str:
+    device = facts.probe.get("device") or {}
+    if device.get("kind") == "missing":
+        return " There is no global `device`; pick one: `device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`."
+    if not facts.on_accelerator(device.get("value")):
+        return (f" `device` is {device.get('value')} although this machine has {facts.accelerator}; pick it by "
+                f"asking `torch.cuda.is_available()`.{facts.tamper_note()}")
+    return ""
+
+
+def _model_label(event: dict) -> str:
+    names = event.get("names") or []
+    return f"`{names[0]}` ({event['module']})" if names else f"the `{event['module']}` model"
+
+
+def _model_on_device(facts: Facts):
+    first: dict[int, dict] = {}
+    for e in facts.events("forward"):
+        if e.get("has_params") and e["id"] not in first:
+            first[e["id"]] = e
+    if not first:
+        return check("model_on_device", False, "the model never ran a forward pass." + _device_note(facts))
+    for e in first.values():
+        host = [d for d in e["param_devices"] if not facts.on_accelerator(d)]
+        if host:
+            var = (e.get("names") or ["model"])[0]
+            return check("model_on_device", False,
+                         f"{at(e['line'])}{_model_label(e)} ran its first forward pass with its parameters on "
+                         f"{host[0]}. Move it once, right after building it: `{var} = {var}.to(device)`."
+                         + _device_note(facts), e["line"])
+    return check("model_on_device", True)
+
+
+def _model_moved_once(facts: Facts):
+    late = [e for e in facts.events("module_move")
+            if e.get("forwards", 0) > 0 and any(facts.on_accelerator(d) for d in e.get("devices", []))]
+    if late:
+        e, total = late[0], facts.count("module_move")
+        var = (e.get("names") or ["model"])[0]
+        return check("model_moved_once", False,
+                     f"{at(e['line'])}`{var}.{e['op']}(...)` runs inside the training loop ({total} calls in all); "
+                     f"a model moves its parameters in place, so move it once before the loop: "
+                     f"`{var} = {var}.to(device)` right after building it.", e["line"])
+    on_device = [e for e in facts.events("forward")
+                 if e.get("has_params") and all(facts.on_accelerator(d) for d in e["param_devices"])]
+    if not on_device:
+        return check("model_moved_once", False, "the model was never moved to the device; move it once, before "
+                                                "the loop: `model = model.to(device)`." + _device_note(facts))
+    return check("model_moved_once", True)
+
+
+def _batch_on_device(facts: Facts):
+    if not facts.count("batch"):
+        return check("batch_on_device", False, "no batch came out of a DataLoader; loop over the `loader`: "
+                                               "`for xb, yb in loader:`.")
+    for e in facts.events("host_input"):
+        bad = [t for t in e["inputs"] if not facts.on_accelerator(t["device"]) and t.get("dim", 1) > 0]
+        if bad:
+            if not e.get("has_params"):  # a loss module: nn.MSELoss(), nn.CrossEntropyLoss() ...
+                return _targets_message(e["line"], bad[0], e["module"])
+            var = name_of(bad[0], "the batch")
+            where = "the model lives on the device" if e.get("has_params") and all(
+                facts.on_accelerator(d) for d in e.get("param_devices", [])) else "it should be on the device"
+            move = f" Move the batch: `{var.strip('`')} = {var.strip('`')}.to(device)`." if bad[0].get("names") \
+                else " Move each batch with `.to(device)` inside the loop."
+            return check("batch_on_device", False,
+                         f"{at(e['line'])}{var} reached `{e['module']}` on the host; {where}.{move}", e["line"])
+    for e in facts.events("loss_fn"):
+        bad = [t for t in e["inputs"] if not facts.on_accelerator(t["device"]) and t.get("dim", 1) > 0]
+        if bad:
+            return _targets_message(e["line"], bad[0], e["fn"])
+    return check("batch_on_device", True)
+
+
+def _targets_message(line, tensor, where):
+    var = name_of(tensor, "the targets")
+    move = f"`{var.strip('`')} = {var.strip('`')}.to(device)`" if tensor.get("names") else "`.to(device)`"
+    return check("batch_on_device", False, f"{at(line)}{var} reached `{where}` on the host while the model's "
+                                           f"output is on the device; move the targets too: {move}.", line)
+
+
+def _is_loss(read: dict) -> bool:
+    return bool(read.get("loss")) or (read.get("dim") == 0 and bool(read.get("grad_fn")))
+
+
+def _loss_item(facts: Facts):
+    reads = facts.events("host_read")
+    for r in reads:
+        if r.get("prints_repr") and _is_loss(r):
+            var = name_of(r, "the loss")
+            return check("loss_item", False,
+                         f"{at(r['line'])}{var} was printed as a tensor (its repr, with device and grad_fn), not "
+                         f"as a number; print `{var.strip('`') if r.get('names') else 'loss'}.item()` instead.",
+                         r["line"])
+    if not any(r["op"] in ("item", "__format__", "tolist") and (_is_loss(r) or r.get("dim") == 0) for r in reads):
+        return check("loss_item", False, "the loss was never printed as a number; print `loss.item()` once per "
+                                          "epoch.")
+    return check("loss_item", True)
+
+
+def _trains(facts: Facts):
+    steps = facts.events("step")
+    if not facts.count("backward"):
+        return check("trains", False, "`loss.backward()` never ran, so there were no gradients to learn from.")
+    if not steps:
+        return check("trains", False, "`optimizer.step()` never ran; call it after `loss.backward()` in the loop.")
+    useful = [s for s in steps if s["grads"] and s["nonzero"]]
+    if len(useful) * 2 < len(steps):
+        s = next(s for s in steps if not (s["grads"] and s["nonzero"]))
+        if not s["grads"] and not s.get("backwards"):
+            why = "there were no gradients yet: call `loss.backward()` before `optimizer.step()`"
+        else:
+            why = ("the gradients were gone: `optimizer.zero_grad()` between `loss.backward()` and "
+                   "`optimizer.step()` erases them; call it before `backward()`")
+        return check("trains", False, f"{at(s.get('line'))}`optimizer.step()` ran but {why}.", s.get("line"))
+    losses = [v for v in facts.losses if v == v]  # NaN never equals itself
+    if len(losses) < 2:
+        return check("trains", False, "the loss was computed fewer than two times; train for a few steps.")
+    quarter = max(1, len(losses) // 4)
+    first, last = sum(losses[:quarter]) / quarter, sum(losses[-quarter:]) / quarter
+    if not last < first * LOSS_DROP:
+        return check("trains", False, f"the loss did not go down (about {first:.4g} at the start, {last:.4g} at "
+                                      "the end); check that each step uses this batch's gradients.")
+    return check("trains", True)
