@@ -19,6 +19,7 @@ def _register() -> None:
     from app.cli.users import users
     from app.cli.run import run
     from app.cli.doctor import doctor
+    from app.cli.grade import grade
 
     main.add_command(serve)
     main.add_command(check)
@@ -26,6 +27,7 @@ def _register() -> None:
     main.add_command(users)
     main.add_command(run)
     main.add_command(doctor)
+    main.add_command(grade)
 
 
 _register()

@@ -1,0 +1,65 @@
+"""`course grade SLUG FILE [--json]`: grade a file as a submission to one exercise, exactly as the site does."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from app.config import get_settings
+
+MARK = {True: "PASS", False: "FAIL"}
+
+
+def _echo_line(stream: str, line: str) -> None:
+    click.echo(line, err=stream == "stderr")
+
+
+def grade_file(slug: str, code: str, settings, on_output=None):
+    """Grade code against one exercise in a fresh LocalRunner; return the Verdict."""
+    from app.content.exercises import load_exercises
+    from app.grading import grade_submission
+    from app.runner import LocalRunner
+
+    exercises = load_exercises(settings.exercises_dir)
+    if slug not in exercises:
+        raise click.UsageError(f"no exercise `{slug}`; known: {', '.join(sorted(exercises)) or '(none)'}")
+
+    async def main():
+        runner = LocalRunner(settings)
+        await runner.start()
+        try:
+            return await grade_submission(exercises[slug], code, runner, on_output)
+        finally:
+            await runner.stop()
+
+    return asyncio.run(main())
+
+
+def print_verdict(verdict) -> None:
+    """Print the checks, one per line, then the status."""
+    click.echo(f"\n{verdict.exercise}: {verdict.status} on {verdict.device} in {verdict.duration_ms} ms")
+    for c in verdict.checks:
+        click.echo(f"  {MARK[c.passed]} {c.id}" + (f"  {c.message}" if c.message else ""))
+
+
+@click.command()
+@click.argument("slug")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one Verdict JSON object instead of output and checks.")
+def grade(slug: str, file: Path, as_json: bool) -> None:
+    """Grade FILE as a submission to exercise SLUG; exit 0 passed, 1 not passed, 2 usage error."""
+    if not file.is_file():
+        raise click.UsageError(f"{file}: no such file")
+    try:
+        code = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise click.UsageError(f"{file} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    verdict = grade_file(slug, code, get_settings(), on_output=None if as_json else _echo_line)
+    if as_json:
+        click.echo(verdict.model_dump_json())
+    else:
+        print_verdict(verdict)
+    sys.exit(0 if verdict.status == "passed" else 1)
