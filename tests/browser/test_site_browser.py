@@ -60,6 +60,11 @@ def test_skip_link_is_first_and_reaches_main(live_server, browser_page):
     focused = page.evaluate("document.activeElement.className")
     assert focused == "skip-link"
     assert page.locator(".skip-link").is_visible()  # visible while focused
+    page.keyboard.press("Tab")  # the next stop, the site name, shows a focus ring
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle + ' ' + "
+                            "getComputedStyle(document.activeElement).outlineWidth")
+    assert outline.startswith("solid") and not outline.endswith(" 0px"), outline
+    page.keyboard.press("Shift+Tab")
     page.keyboard.press("Enter")
     page.wait_for_url("**#main")
     assert page.console_errors == []
