@@ -5,7 +5,8 @@ import { basicSetup } from "codemirror";
 import { EditorView, keymap } from "@codemirror/view";
 import { EditorState, EditorSelection, Prec } from "@codemirror/state";
 import { indentWithTab } from "@codemirror/commands";
-import { indentUnit } from "@codemirror/language";
+import { indentUnit, syntaxHighlighting } from "@codemirror/language";
+import { classHighlighter } from "@lezer/highlight";
 import { python } from "@codemirror/lang-python";
 
 const theme = EditorView.theme({
@@ -32,9 +33,14 @@ function create(textarea, options = {}) {
     state: EditorState.create({
       doc: textarea.value,
       extensions: [
-        runKeys, basicSetup, keymap.of([indentWithTab]), python(), indentUnit.of("    "),
+        // tokens get `tok-*` classes, coloured by the site's CSS in light and dark (the default style is light-only)
+        runKeys, basicSetup, syntaxHighlighting(classHighlighter), keymap.of([indentWithTab]), python(),
+        indentUnit.of("    "),
         EditorState.tabSize.of(4), theme, syncTextarea,
-        EditorView.contentAttributes.of({ "aria-label": textarea.getAttribute("aria-label") || "Code editor" }),
+        // tabindex: the editable area is a keyboard stop even where the editor scrolls (axe: scrollable-region-focusable)
+        EditorView.contentAttributes.of({
+          "aria-label": textarea.getAttribute("aria-label") || "Code editor", tabindex: "0",
+        }),
       ],
     }),
   });
