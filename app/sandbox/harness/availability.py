@@ -15,6 +15,22 @@ import torch
 SIMULATED_GPU_NAME = "NVIDIA GPU (simulated on CPU by the course grader)"
 
 
+class _SimulatedStream:
+    """The stream a simulated GPU hands out: work is done the moment it is queued, nothing is ever captured."""
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def synchronize(self) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def wait_stream(self, stream) -> None:
+        return None
+
+
 class Availability:
     """The current scenario and the fake availability functions that report it."""
 
@@ -61,6 +77,10 @@ class Availability:
                 (torch.cuda, "set_device"): lambda device: None,
                 (torch.accelerator, "current_device_index"): lambda: 0,
                 (torch.accelerator, "synchronize"): lambda device=None: None,
+                # optimizers ask whether a CUDA graph is being captured (Optimizer._accelerator_graph_capture_...)
+                (torch.accelerator, "current_stream"): lambda device=None: _SimulatedStream(),
+                (torch.cuda, "current_stream"): lambda device=None: _SimulatedStream(),
+                (torch.cuda, "is_current_stream_capturing"): lambda: False,
             })
         for (module, name), fake in fakes.items():
             setattr(module, name, fake)

@@ -336,7 +336,8 @@ class Tracer:
             if isinstance(other, torch.Tensor):
                 target, dtype = torch.device(self.device_of(other)), other.dtype
             else:
-                device, dtype, non_blocking, parsed_format = torch._C._nn._parse_to(*args[1:], **kwargs)
+                parse = {k: v for k, v in kwargs.items() if k != "copy"}  # _parse_to knows every argument but copy
+                device, dtype, non_blocking, parsed_format = torch._C._nn._parse_to(*args[1:], **parse)
                 memory_format = parsed_format or memory_format
                 target = normalise(device) if device is not None else torch.device(self.device_of(src))
         elif name == "cuda":

@@ -1,0 +1,35 @@
+"""Grading fixtures: one warm sandbox runner for the whole session (starting a fork server takes seconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.config import ROOT, Settings
+from app.content.exercises import load_exercises
+from app.grading import grade_submission
+from app.runner import BlockingRunner
+
+
+@pytest.fixture(scope="session")
+def exercises():
+    """The course's exercises, by slug."""
+    return load_exercises(ROOT / "exercises")
+
+
+@pytest.fixture(scope="session")
+def grading_runner(tmp_path_factory):
+    """A LocalRunner (real fork server, real isolation) shared by every grading test."""
+    settings = Settings(env="test", secret_key="test-secret",
+                        database_url=f"sqlite:///{tmp_path_factory.mktemp('grading') / 'course.db'}")
+    with BlockingRunner(settings) as runner:
+        yield runner
+
+
+@pytest.fixture(scope="session")
+def grade(grading_runner, exercises):
+    """grade(slug, code) -> Verdict, through the real sandbox."""
+
+    def run(slug: str, code: str, on_output=None):
+        return grading_runner.call(grade_submission(exercises[slug], code, grading_runner.runner, on_output))
+
+    return run

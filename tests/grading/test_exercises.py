@@ -1,0 +1,91 @@
+"""Every exercise through the real sandbox: the solution passes, each wrong answer fails its named check, and
+correct answers written in other styles pass too (a grader that only accepts the reference teaches the wrong lesson).
+
+The sandbox simulates a CUDA GPU on this CPU-only host (the harness's logical device labels).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import ROOT
+
+SLUGS = ["same-device", "pick-device", "training-loop", "bring-it-back"]
+VARIANTS = Path(__file__).parent / "variants"
+WRONG = [(slug, p) for slug in SLUGS for p in sorted((ROOT / "exercises" / slug / "wrong").glob("*.py"))]
+
+
+def _expect(path: Path) -> str:
+    return path.read_text().splitlines()[0].split("expect:")[1].strip()
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_solution_passes_on_simulated_gpu(grade, exercises, slug):
+    verdict = grade(slug, exercises[slug].solution)
+    assert verdict.status == "passed", [c for c in verdict.checks if not c.passed]
+    assert [c.id for c in verdict.checks] == exercises[slug].spec.check_ids
+    assert verdict.device.startswith("cuda:0")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_each_exercise_has_five_wrong_answers_and_three_hints(exercises, slug):
+    assert len(exercises[slug].wrong) >= 5
+    assert len(exercises[slug].hints) == 3
+
+
+@pytest.mark.parametrize(("slug", "path"), WRONG, ids=[f"{s}/{p.stem}" for s, p in WRONG])
+def test_wrong_answer_fails_its_named_check(grade, slug, path):
+    expected = _expect(path)
+    verdict = grade(slug, path.read_text())
+    assert verdict.status == "failed"
+    failed = {c.id: c for c in verdict.checks if not c.passed}
+    assert expected in failed, verdict.checks
+    assert failed[expected].message  # every failure says what happened and what to change
+
+
+VARIANT_FILES = sorted(VARIANTS.glob("*/*.py"))
+
+
+@pytest.mark.parametrize("path", VARIANT_FILES, ids=[f"{p.parent.name}/{p.stem}" for p in VARIANT_FILES])
+def test_correct_variant_in_another_style_passes(grade, path):
+    verdict = grade(path.parent.name, path.read_text())
+    assert verdict.status == "passed", [c for c in verdict.checks if not c.passed]
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_at_least_four_variants_per_exercise(slug):
+    assert len(list((VARIANTS / slug).glob("*.py"))) >= 4
+
+
+def test_starter_messages_name_line_and_variable(grade, exercises):
+    verdict = grade("same-device", exercises["same-device"].starter)
+    same = next(c for c in verdict.checks if c.id == "same_device")
+    assert same.line == 10 and "`x`" in same.message and "x = x.to(device)" in same.message
+    assert "wrapper_CUDA_addmv_" in same.message
+
+
+def test_training_loop_batch_message(grade):
+    code = (ROOT / "exercises/training-loop/wrong/batch_not_moved.py").read_text()
+    verdict = grade("training-loop", code)
+    batch = next(c for c in verdict.checks if c.id == "batch_on_device")
+    assert batch.line == 20
+    assert batch.message.startswith("line 20: `xb` reached `Sequential` on the host; the model lives on the device")
+    assert "`xb = xb.to(device)`" in batch.message
+
+
+def test_traceback_points_into_learner_file_without_sandbox_frames(grade, exercises):
+    verdict = grade("same-device", exercises["same-device"].starter)
+    assert 'File "main.py", line 10, in <module>' in verdict.stderr
+    assert "harness" not in verdict.stderr and "placement.py" not in verdict.stderr
+    assert ("RuntimeError: Expected all tensors to be on the same device, but got mat is on cuda:0, different from "
+            "other tensors on cpu (when checking argument in method wrapper_CUDA_addmv_)") in verdict.stderr
+
+
+def test_output_streams_through_on_output(grade, exercises):
+    lines = []
+    verdict = grade("training-loop", exercises["training-loop"].solution, lambda s, line: lines.append((s, line)))
+    assert verdict.status == "passed"
+    assert [line for s, line in lines if s == "stdout"][:1] == [verdict.stdout.splitlines()[0]]
+    assert sum(1 for s, line in lines if line.startswith("epoch")) == 5

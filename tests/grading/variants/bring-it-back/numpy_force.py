@@ -1,0 +1,6 @@
+import numpy as np
+import torch
+
+
+def to_numpy(t):
+    return t.numpy(force=True)
