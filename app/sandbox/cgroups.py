@@ -194,6 +194,14 @@ class JobCgroup:
         except OSError:
             return []
 
+    def signal_all(self) -> None:
+        """SIGKILL every process of the job once, without waiting for them to exit."""
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def sweep(self) -> int:
         """SIGKILL every process of the job until none is left; return how many were signalled."""
         killed = 0

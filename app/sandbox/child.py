@@ -12,7 +12,9 @@ outlive a job; the server's cgroup sweep catches anything else. The outer child 
 or signal) so the server reads it from an ordinary waitpid.
 
 File descriptors of the job process: 0 stdin at EOF, 1 stdout pipe, 2 stderr pipe, 3 payload pipe (read to EOF),
-4 report pipe (its first byte, b"R", tells the server isolation is complete; the harness writes after it).
+4 report pipe (its first byte, b"R", tells the server isolation is complete; the harness writes after it),
+5 status pipe (the exit code, written after the output is flushed: the server answers without waiting for
+the exit of a process that maps all of torch, which takes longer than the job itself on a busy machine).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 
 from app.sandbox import isolation
 
-PAYLOAD_FD, REPORT_FD = 3, 4
+PAYLOAD_FD, REPORT_FD, STATUS_FD = 3, 4, 5
 READY = b"R"
 # exit code of a child whose isolation failed before any learner code ran
 SETUP_FAILED = 125
@@ -73,6 +75,7 @@ class ChildProcess:
     stderr: int
     report: int
     payload: int | None
+    status: int
 
 
 def spawn(ctx: Context, limits, slot: int, cgroup) -> ChildProcess:
@@ -81,21 +84,22 @@ def spawn(ctx: Context, limits, slot: int, cgroup) -> ChildProcess:
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
     pay_r, pay_w = os.pipe()
+    st_r, st_w = os.pipe()
     fcntl.fcntl(pay_w, fcntl.F_SETPIPE_SZ, PAYLOAD_PIPE_BYTES)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w])
-    for fd in (out_w, err_w, rep_w, pay_r):
+        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w, st_w])
+    for fd in (out_w, err_w, rep_w, pay_r, st_w):
         os.close(fd)
-    for fd in (out_r, err_r, rep_r):
+    for fd in (out_r, err_r, rep_r, st_r):
         os.set_blocking(fd, False)
-    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w)
+    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r)
 
 
 def _arrange_fds(fds: list[int]) -> None:
-    """Place stdin (at EOF), then fds at 1, 2, 3, 4; close everything else inherited from the server."""
+    """Place stdin (at EOF), then fds at 1..5; close everything else inherited from the server."""
     stdin_r, stdin_w = os.pipe()
     os.close(stdin_w)
     src = [stdin_r, *fds]
@@ -126,7 +130,7 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int]) -> Non
         pid = os.fork()
         if pid == 0:
             _job_process(ctx, limits, slot)
-        os.closerange(0, 5)
+        os.closerange(0, 6)
         _mirror_exit(pid)
     except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
         _setup_failed(exc)
@@ -209,4 +213,9 @@ def _job_process(ctx: Context, limits, slot: int) -> None:
                 stream.flush()
             except (OSError, ValueError, io.UnsupportedOperation):
                 pass
-    os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
+    code = code if isinstance(code, int) and 0 <= code <= 255 else 1
+    try:
+        os.write(STATUS_FD, str(code).encode())
+    except OSError:
+        pass
+    os._exit(code)

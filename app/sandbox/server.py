@@ -176,7 +176,8 @@ class ForkServer:
         proc = childmod.spawn(self.ctx, limits, slot, cgroup)
         self.children[proc.pid] = proc
         self.setup_out[proc.pid] = bytearray()
-        for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report")):
+        for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
+                         (proc.status, "status")):
             self.sel.register(fd, selectors.EVENT_READ, (kind, proc))
         proc.job = None
         proc.ready = False
@@ -244,7 +245,16 @@ class ForkServer:
         if kind == "report" and not proc.ready:
             proc.ready, data = True, data[1:]
         job = proc.job
-        if job is None:
+        if kind == "status":
+            if job is not None and job.status is None and data.strip().isdigit():
+                self.complete(proc, int(data.strip()) << 8)
+                # the job is over: nothing of it may run on (daemons, children); reaping follows when the
+                # processes have finished exiting, without delaying the result
+                if proc.cgroup is not None:
+                    proc.cgroup.signal_all()
+                else:
+                    self._kill_proc(proc)
+        elif job is None:
             self.setup_out[proc.pid] += data
         elif kind == "report":
             job.on_report(data)
@@ -272,39 +282,45 @@ class ForkServer:
                 self.finish(proc, status)
 
     def finish(self, proc, status: int) -> None:
-        """The outer child exited: kill stragglers, drain output, send the result, clean up."""
-        job = proc.job
+        """The outer child exited: kill stragglers, send the result if not sent yet, clean up."""
         if proc.cgroup is not None:
             proc.cgroup.sweep()
-        self.drain(proc)
-        for fd in (proc.stdout, proc.stderr, proc.report):
+        if proc.job is None:  # a pre-forked child died before getting work
+            setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
+            self.pool = [p for p in self.pool if p is not proc]
+            if not self.closing:
+                self.pool_failures += 1
+                log(f"pre-forked child {proc.pid} exited early (status {status}): {setup.strip()[-300:]}")
+        elif proc.job.status is None:
+            self.complete(proc, status)
+        for fd in (proc.stdout, proc.stderr, proc.report, proc.status):
             if fd in self.sel.get_map():
                 self.sel.unregister(fd)
             os.close(fd)
         if proc.payload is not None:
             os.close(proc.payload)
-        setup = bytes(self.setup_out.pop(proc.pid, b"")).decode(errors="replace")
-        if job is None:  # a pre-forked child died before getting work
-            self.pool = [p for p in self.pool if p is not proc]
-            if not self.closing:
-                self.pool_failures += 1
-                log(f"pre-forked child {proc.pid} exited early (status {status}): {setup.strip()[-300:]}")
-        else:
-            job.status = status
-            cg = proc.cgroup
-            if cg is not None:
-                job.cpu_s = cg.cpu_seconds()
-            setup_error = None
-            if not proc.ready:
-                setup_error = "the sandbox could not start the job: " + (
-                    ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
-            result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
-                                setup_error=setup_error)
-            del self.jobs[job.id]
-            self.send({"op": "done", "id": job.id, "result": result})
+        self.setup_out.pop(proc.pid, None)
         if proc.cgroup is not None:
             proc.cgroup.remove()
         self.slots.discard(proc.slot)
+
+    def complete(self, proc, status: int) -> None:
+        """The job's process ended (or said it is ending) with this wait status: drain output, send the result."""
+        job = proc.job
+        job.status = status
+        self.drain(proc)
+        cg = proc.cgroup
+        if cg is not None:
+            job.cpu_s = cg.cpu_seconds()
+        setup_error = None
+        if not proc.ready:
+            setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
+            setup_error = "the sandbox could not start the job: " + (
+                ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
+        result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
+                            setup_error=setup_error)
+        del self.jobs[job.id]
+        self.send({"op": "done", "id": job.id, "result": result})
 
     def check_limits(self) -> None:
         """Stop jobs past their wall-clock deadline or CPU allowance."""
@@ -342,6 +358,8 @@ class ForkServer:
             nearest = min(j.deadline for j in self.jobs.values()) - time.monotonic()
             timeout = max(0.0, min(CPU_POLL_S, nearest))
         for key, _ in self.sel.select(timeout):
+            if self.sel.get_map().get(key.fd) is not key:
+                continue  # unregistered by an earlier handler in this round (a job completed)
             kind, obj = key.data
             if kind == "wake":
                 while _readable(self._wake_r):
