@@ -10,6 +10,9 @@
   // Each panel includes this script; run it once per page.
   if (window.CourseExercise) return;
 
+  // lines of output kept in the page per run
+  const MAX_OUTPUT_LINES = 2000;
+
   const STATUS_TEXT = {
     passed: "Passed: every check holds.",
     failed: "Not yet: some checks fail.",
@@ -218,6 +221,14 @@
     }
 
     appendOutput(line, stream) {
+      // a page with a hundred thousand spans stops responding; the rest is counted, not shown
+      if (this.output.childElementCount >= MAX_OUTPUT_LINES) {
+        this.hiddenLines = (this.hiddenLines || 0) + 1;
+        const note = this.output.querySelector(".truncated") ||
+          this.output.appendChild(el("span", { class: "line truncated" }));
+        note.textContent = `… ${this.hiddenLines} more line${this.hiddenLines === 1 ? "" : "s"} not shown\n`;
+        return;
+      }
       this.output.append(el("span", { class: `line ${stream}` }, line + "\n"));
       this.output.scrollTop = this.output.scrollHeight;
     }
@@ -228,6 +239,7 @@
       this.running = true;
       this.runButton.disabled = true;
       this.output.replaceChildren();
+      this.hiddenLines = 0;
       this.checks.replaceChildren();
       this.setStatus(STATUS_TEXT.queued, "pending");
       const code = this.editor.getValue();
