@@ -141,3 +141,24 @@ def test_session_cookie_is_httponly_and_lax(client):
     response = client.get("/api/auth/csrf")
     cookie = response.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=lax" in cookie
+
+
+def test_an_unknown_email_costs_as_much_as_a_wrong_password(app, client):
+    """The failure path verifies a dummy hash, so timing does not tell which emails have accounts."""
+    import statistics
+    import time
+
+    from app import accounts
+
+    signup(client)
+
+    def timed(email: str) -> float:
+        with app.state.db.session() as session:
+            start = time.perf_counter()
+            assert accounts.authenticate(session, email=email, password="not the password") is None
+            return time.perf_counter() - start
+
+    timed("nobody@example.org")  # the dummy hash is made on first use
+    known = statistics.median(timed("ann@example.org") for _ in range(3))
+    unknown = statistics.median(timed("nobody@example.org") for _ in range(3))
+    assert 0.5 < unknown / known < 2, (known, unknown)

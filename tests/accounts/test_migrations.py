@@ -79,3 +79,12 @@ def test_course_db_and_course_users_commands(settings, monkeypatch):
         assert runner.invoke(course, ["db", "downgrade", "base"]).exit_code == 0
     finally:
         get_settings.cache_clear()
+
+
+def test_the_migration_also_compiles_for_postgresql(capsys):
+    """Nothing SQLite-only: the same migration renders as PostgreSQL DDL (offline, no server needed)."""
+    config = db.alembic_config("postgresql://course@localhost/course")
+    command.upgrade(config, "head", sql=True)
+    ddl = capsys.readouterr().out
+    assert "CREATE TABLE users" in ddl and "TIMESTAMP WITH TIME ZONE" in ddl and "DEFAULT false" in ddl
+    assert "AUTOINCREMENT" not in ddl and "PRAGMA" not in ddl
