@@ -1,0 +1,146 @@
+"""Pure units: torch's mismatch wording, the Verdict mapping of sandbox results, the exercise schema."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from app.config import ROOT
+from app.content.exercises import ExerciseSpec, load_exercise, load_exercises, read_expect
+from app.grading.grader import build_job, evaluate
+from app.runner.base import Result
+from app.sandbox.harness import wording
+
+CUDA = "cuda:0"
+
+
+def _word(func, args, on_accel, kwargs=None):
+    ids = {id(t) for t in on_accel}
+    return wording.mismatch_message(func, args, kwargs or {}, lambda t: id(t) in ids, CUDA)
+
+
+def test_simulated_gpu_linear_with_host_input_words_addmm():
+    layer = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    message = _word(torch.nn.functional.linear, (x, layer.weight, layer.bias), [layer.weight, layer.bias])
+    assert message == ("Expected all tensors to be on the same device, but got mat1 is on cpu, different from other "
+                       "tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)")
+
+
+def test_simulated_gpu_host_model_with_device_input():
+    layer = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    message = _word(torch.nn.functional.linear, (x, layer.weight, layer.bias), [x])
+    assert "but got mat1 is on cuda:0, different from other tensors on cpu" in message
+
+
+def test_simulated_gpu_cross_entropy_host_target():
+    logits, target = torch.randn(4, 3), torch.tensor([0, 1, 2, 0])
+    message = _word(torch.nn.functional.cross_entropy, (logits, target), [logits])
+    assert message == ("Expected all tensors to be on the same device, but got target is on cpu, different from "
+                       "other tensors on cuda:0 (when checking argument in method wrapper_CUDA_nll_loss_forward)")
+
+
+def test_simulated_gpu_elementwise_words_tensor_iterator():
+    a, b = torch.randn(3), torch.randn(3)
+    assert _word(torch.add, (a, b), [a]) == ("Expected all tensors to be on the same device, but found at least two "
+                                             "devices, cuda:0 and cpu!")
+    assert _word(torch.add, (a, b), [b]).endswith("found at least two devices, cpu and cuda:0!")
+
+
+def test_simulated_gpu_host_scalar_is_allowed_and_copies_are_allowed():
+    a, s = torch.randn(3), torch.tensor(2.0)
+    assert _word(torch.mul, (a, s), [a]) is None  # a 0-dim host tensor may meet a GPU tensor
+    dst, src = torch.zeros(3), torch.randn(3)
+    assert _word(torch.Tensor.copy_, (dst, src), [dst]) is None
+
+
+def test_simulated_gpu_embedding_and_conv_wording():
+    weight, idx = torch.randn(10, 4), torch.tensor([1, 2])
+    assert "got index is on cpu" in _word(torch.nn.functional.embedding, (idx, weight), [weight])
+    conv = torch.nn.Conv2d(1, 1, 3)
+    x = torch.randn(1, 1, 5, 5)
+    message = _word(torch.nn.functional.conv2d, (x, conv.weight, conv.bias), [conv.weight, conv.bias])
+    assert message.startswith("Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be")
+
+
+def test_generated_table_matches_installed_torch():
+    from app.sandbox.harness.gen_cuda_checks import build_table
+
+    assert build_table() == wording._TABLE
+
+
+def _exercise():
+    return load_exercises(ROOT / "exercises")["same-device"]
+
+
+def test_verdict_timeout_for_wall_and_cpu_limits():
+    ex = _exercise()
+    for hit in ("wall", "cpu"):
+        verdict = evaluate(ex, Result(status="limit", limit_hit=hit, message="ran 10 s"), "n")
+        assert verdict.status == "timeout" and not any(c.passed for c in verdict.checks)
+
+
+def test_verdict_failed_for_memory_limit_and_error_for_broken_sandbox():
+    ex = _exercise()
+    assert evaluate(ex, Result(status="limit", limit_hit="memory", message="used 1 GiB"), "n").status == "failed"
+    broken = evaluate(ex, Result(status="error", message="the sandbox server died"), "n")
+    assert broken.status == "error" and "sandbox server died" in broken.stderr
+
+
+def test_verdict_without_report_or_with_wrong_nonce_fails():
+    ex = _exercise()
+    assert evaluate(ex, Result(status="ok", exit_code=0, report=None), "n").status == "failed"
+    report = {"nonce": "other", "probe": {}, "outcome": {"finished": True}}
+    assert evaluate(ex, Result(status="ok", exit_code=0, report=report), "n").status == "failed"
+
+
+def test_verdict_json_shape():
+    ex = _exercise()
+    data = evaluate(ex, Result(status="ok", exit_code=0, report=None, stdout="hi\n"), "n").model_dump(mode="json")
+    assert set(data) == {"exercise", "status", "checks", "stdout", "stderr", "duration_ms", "device"}
+    assert set(data["checks"][0]) == {"id", "passed", "message", "line"}
+
+
+def test_job_carries_probe_and_a_fresh_nonce():
+    ex = _exercise()
+    (job1, nonce1), (job2, nonce2) = build_job(ex, "pass"), build_job(ex, "pass")
+    assert job1.mode == "grade" and job1.grade["probe"] == ex.probe and job1.grade["nonce"] == nonce1
+    assert nonce1 != nonce2 and len(nonce1) == 32
+
+
+ISSUE_CHECKS = {
+    "same-device": ["runs", "same_device", "y_on_device"],
+    "pick-device": ["returns_device", "prefers_cuda", "uses_mps", "falls_back_to_cpu"],
+    "training-loop": ["runs", "model_on_device", "model_moved_once", "batch_on_device", "same_device",
+                      "loss_item", "trains"],
+    "bring-it-back": ["returns_numpy", "handles_grad", "moved_to_host"],
+}
+LESSONS = {"same-device": "cpu-gpu-border", "bring-it-back": "cpu-gpu-border",
+           "pick-device": "picking-a-device", "training-loop": "training-loop"}
+
+
+@pytest.mark.parametrize("slug", sorted(ISSUE_CHECKS))
+def test_exercise_keeps_the_issue_check_ids_and_lesson(slug):
+    ex = load_exercise(ROOT / "exercises" / slug)
+    assert [i for i in ex.spec.check_ids if i in ISSUE_CHECKS[slug]] == ISSUE_CHECKS[slug]
+    assert ex.lesson == LESSONS[slug] and ex.probe and ex.checks_path.is_file()
+    assert all(w.expect in ex.spec.check_ids for w in ex.wrong)
+
+
+def test_schema_refuses_duplicate_ids_and_unknown_limits(tmp_path):
+    good = yaml.safe_load((ROOT / "exercises/same-device/exercise.yaml").read_text())
+    with pytest.raises(ValueError, match="repeated: runs"):
+        ExerciseSpec.model_validate({**good, "checks": good["checks"] + [good["checks"][0]]})
+    with pytest.raises(ValueError, match="unknown limits"):
+        ExerciseSpec.model_validate({**good, "limits": {"gpus": 8}})
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "exercise.yaml").write_text("title: X\nlesson: l\nchecks: []\n")
+    with pytest.raises(ValueError, match="exercise.yaml"):
+        load_exercise(tmp_path / "x")
+
+
+def test_read_expect():
+    assert read_expect("# expect: same_device\nimport torch\n") == "same_device"
+    assert read_expect("import torch\n") is None
