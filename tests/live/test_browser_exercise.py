@@ -136,3 +136,25 @@ def test_a_full_queue_says_busy_then_retries_by_itself(tmp_path, browser_page):
     app.state.db.dispose()
     # Chromium logs the refused request itself ("status of 429"); nothing else may go wrong
     assert all("429" in error for error in page.console_errors), page.console_errors
+
+
+def test_without_javascript_the_panel_reads_and_runs_as_a_form(live_site, chromium):
+    from playwright.sync_api import expect
+
+    context = chromium.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(f"{live_site.url}/lessons/cpu-gpu-border")
+    panel = page.locator("#exercise-same-device")
+    expect(panel.locator(".exercise-prompt")).to_contain_text("weights")
+    textarea = panel.locator("textarea.exercise-code")
+    expect(textarea).to_be_visible()
+    assert textarea.input_value() == (ROOT / "exercises" / "same-device" / "starter.py").read_text(encoding="utf-8")
+    panel.locator(".exercise-hints summary").first.click()
+    expect(panel.locator(".exercise-hints .hint-body").first).to_be_visible()
+
+    panel.locator(".exercise-run").click()  # posts the form; the server grades, then shows the lesson again
+    page.wait_for_url("**/lessons/cpu-gpu-border#exercise-same-device")
+    expect(panel.locator('.exercise-checks .check.failed[data-check="same_device"]')).to_be_visible()
+    expect(panel.locator(".exercise-status")).to_contain_text("Last run: failed")
+    expect(panel.locator(".exercise-history li")).to_have_count(1)
+    context.close()
