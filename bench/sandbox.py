@@ -142,10 +142,12 @@ def table(f: dict) -> str:
     """Render the figures as a table."""
     ok = lambda key: "met" if f["met"][key] else "MISSED"  # noqa: E731
     rows = [
-        ("cold subprocess (import torch + step)", f"p50 {f['cold']['p50_ms']:.0f} ms", f"p95 {f['cold']['p95_ms']:.0f} ms"),
+        ("cold subprocess (import torch + step)", f"p50 {f['cold']['p50_ms']:.0f} ms",
+         f"p95 {f['cold']['p95_ms']:.0f} ms"),
         ("warm sandbox job (isolated)", f"p50 {f['warm']['p50_ms']:.1f} ms", f"p95 {f['warm']['p95_ms']:.1f} ms"),
         ("  of which inside the server", f"p50 {f['warm']['server_side_p50_ms']:.1f} ms", ""),
-        ("speed-up (cold p50 / warm p50)", f"{f['speedup_x']}x", f"target >= {TARGETS['speedup_x']:.0f}x: {ok('speedup_x')}"),
+        ("speed-up (cold p50 / warm p50)", f"{f['speedup_x']}x",
+         f"target >= {TARGETS['speedup_x']:.0f}x: {ok('speedup_x')}"),
         ("warm p50 target", f"< {TARGETS['warm_p50_ms']:.0f} ms", ok("warm_p50_ms")),
         *[(f"throughput, {t['concurrency']} in flight", f"{t['jobs_per_s']} jobs/s", f"{t['ok']}/{t['jobs']} ok")
           for t in f["throughput"].values()],

@@ -42,5 +42,6 @@ def run_job_sync(job: Job, settings, on_output=None) -> Result:
     return asyncio.run(main())
 
 
-__all__ = ["BlockingRunner", "Busy", "DoneEvent", "Event", "Job", "JobHandle", "LocalJobHandle", "LocalRunner", "OutputEvent",
+__all__ = ["BlockingRunner", "Busy", "DoneEvent", "Event", "Job", "JobHandle", "LocalJobHandle", "LocalRunner",
+           "OutputEvent",
            "Rejected", "Result", "Runner", "make_runner", "run_job", "run_job_sync"]

@@ -77,8 +77,10 @@ class LocalJobHandle:
 class LocalRunner:
     """Runs jobs on this machine: at most `runner_concurrency` at once, `runner_queue_size` waiting."""
 
-    def __init__(self, settings, *, python: str | None = None, eager: bool | None = None) -> None:
+    def __init__(self, settings, *, python: str | None = None, eager: bool | None = None,
+                 server_options: dict | None = None) -> None:
         self.settings = settings
+        self.server_options = server_options or {}  # extra fork-server config (tests: {"as_unprivileged": True})
         # tests start many apps and rarely run code: their fork server starts with the first job
         self.eager = settings.env != "test" if eager is None else eager
         self.limits = Limits.from_settings(settings)
@@ -132,7 +134,7 @@ class LocalRunner:
     def _server_config(self) -> dict:
         s = self.settings
         return {"limits": self.limits.to_dict(), "prefork": s.sandbox_prefork, "uid_base": s.sandbox_uid_base,
-                "unsafe_dev": s.sandbox_unsafe_dev}
+                "unsafe_dev": s.sandbox_unsafe_dev, **self.server_options}
 
     async def _ensure_server(self) -> None:
         async with self._start_lock:  # type: ignore[union-attr]

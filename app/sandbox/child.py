@@ -202,8 +202,9 @@ def _job_process(ctx: Context, limits, slot: int) -> None:
         payload = _read_payload()
         sys.dont_write_bytecode = True
         sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
-        sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
-        sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+        text = {"buffering": 1, "encoding": "utf-8", "errors": "backslashreplace", "closefd": False}
+        sys.stdout = sys.__stdout__ = open(1, "w", **text)  # line-buffered: output streams as printed
+        sys.stderr = sys.__stderr__ = open(2, "w", **text)
         code = ctx.harness.main(payload, REPORT_FD)
     except BaseException:  # noqa: BLE001 - the harness itself broke: show it like Python would
         traceback.print_exc()

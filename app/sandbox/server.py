@@ -5,7 +5,8 @@ holds no secrets and no database handle: whatever it holds, every child inherits
 Unix socket (framed JSON, see protocol.py):
 
     runner -> server   {"op": "run", "id", "payload", "limits"}   {"op": "cancel", "id"}
-    server -> runner   {"op": "ready", "info"}   {"op": "out", "id", "lines": [[stream, line], ...]}   {"op": "done", "id", "result"}
+    server -> runner   {"op": "ready", "info"}   {"op": "out", "id", "lines": [[stream, line], ...]}
+                       {"op": "done", "id", "result"}
 
 The server is single-threaded (one selector loop): the parent of forked children must be, since a child forked
 while another thread holds a lock (or after an OpenMP region) can hang.
@@ -25,7 +26,7 @@ import time
 import traceback
 
 from app.sandbox import child as childmod
-from app.sandbox import isolation, protocol
+from app.sandbox import isolation, protocol, startup
 from app.sandbox.cgroups import CgroupManager
 from app.sandbox.jobstate import RunningJob, limit_message
 from app.sandbox.limits import Limits
@@ -39,19 +40,6 @@ READ_CHUNK = 1 << 16
 def log(message: str) -> None:
     """Write one line to the server's stderr, which the runner passes on to its log."""
     print(f"sandbox-server[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
-
-
-def warm_up() -> dict:
-    """Import torch, keep it single-threaded and run one training step so lazy imports are done before forking."""
-    import torch
-
-    torch.set_num_threads(1)  # a child forked after a multi-threaded OpenMP region hangs in its first matmul
-    model = torch.nn.Linear(10, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)  # the optimizer pulls in torch._dynamo (~0.8 s)
-    loss = torch.nn.functional.mse_loss(model(torch.randn(4, 10)), torch.randn(4, 2))
-    loss.backward()
-    opt.step()
-    return {"torch": torch.__version__}
 
 
 class ForkServer:
@@ -77,14 +65,16 @@ class ForkServer:
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> None:
         """Warm up torch, import the harness, plan the root, build seccomp and cgroups, and self-test."""
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)  # orphans of jobs come back to us to be reaped
         started = time.monotonic()
-        info = warm_up()
+        info = startup.warm_up()
         import app.sandbox.harness as harness  # before forking: children cannot read project files
 
-        root = os.getuid() == 0
+        # "as_unprivileged" makes a root server behave like one without root: how the tests reach the refusal
+        # and the unsafe development mode on a machine where everything runs as root
+        root = os.getuid() == 0 and not self.config.get("as_unprivileged")
         unsafe = bool(self.config.get("unsafe_dev"))
         seccomp_ok, seccomp_why = isolation.seccomp_available()
         self.cgroups = CgroupManager() if root else None
@@ -97,11 +87,7 @@ class ForkServer:
             pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
         )
         if not root and not unsafe:
-            self.refuse = (
-                f"the sandbox needs root to isolate learner code (namespaces, cgroups, a per-slot uid) and runs "
-                f"as uid {os.getuid()}; run the app as root (e.g. in its container), or set "
-                f"COURSE_SANDBOX_UNSAFE_DEV=1 on a development machine to run code WITHOUT isolation"
-            )
+            self.refuse = startup.NEEDS_ROOT
         info.update(self._describe(seccomp_why))
         info["warmup_s"] = round(time.monotonic() - started, 3)
         if self.refuse is None:
@@ -109,28 +95,8 @@ class ForkServer:
         self.info = info
 
     def _describe(self, seccomp_why: str) -> dict:
-        cg = self.cgroups
-        iso = self.ctx.isolate
-        return {
-            "uid": os.getuid(), "isolate": iso, "unsafe_dev": bool(self.config.get("unsafe_dev")),
-            "layers": {
-                "mount namespace + read-only root": iso, "pid namespace": iso, "network namespace": iso,
-                "ipc namespace": iso, "uts namespace": iso, "cgroup namespace": iso,
-                "private tmpfs (/tmp, /var/tmp, /dev/shm)": iso,
-                "seccomp filter": self.ctx.seccomp is not None, "unprivileged uid per slot": iso,
-                "rlimits": True, "cgroup memory": bool(cg and "memory" in cg.controllers),
-                "cgroup pids": bool(cg and "pids" in cg.controllers),
-                "cgroup cpu": bool(cg and "cpu" in cg.controllers),
-            },
-            "cgroup_version": cg.version if cg else "none",
-            "cgroup_note": (cg.reason if cg else "not root: cgroups unavailable").strip(),
-            "seccomp_note": seccomp_why,
-            "root_dirs": self.ctx.plan.dirs,
-            "uid_base": self.ctx.uid_base,
-            "limits": self.defaults.to_dict(),
-            "prefork": self.prefork,
-            "refuse": self.refuse,
-        }
+        return startup.describe(self.ctx, self.cgroups, self.config, self.defaults, self.prefork, self.refuse,
+                                seccomp_why)
 
     def _self_test(self, info: dict, unsafe: bool) -> None:
         """Run one empty job; if isolation fails on this host, refuse (or, in unsafe mode, run without it)."""
@@ -346,7 +312,7 @@ class ForkServer:
             if msg["op"] == "run":
                 limits = Limits.from_dict(msg["limits"]) if msg.get("limits") else self.defaults
                 if self.refuse:
-                    self.send({"op": "done", "id": msg["id"], "result": refused_result(self.refuse)})
+                    self.send({"op": "done", "id": msg["id"], "result": startup.refused_result(self.refuse)})
                 else:
                     self.start_job(msg["id"], msg["payload"], limits)
             elif msg["op"] == "cancel" and msg["id"] in self.jobs:
@@ -410,12 +376,6 @@ def _readable(fd: int) -> bool:
     import select
 
     return bool(select.select([fd], [], [], 0)[0])
-
-
-def refused_result(message: str) -> dict:
-    """Return the result of a job the server refuses to run."""
-    return {"status": "error", "exit_code": None, "signal": None, "stdout": "", "stderr": "", "duration_ms": 0,
-            "limit_hit": None, "report": None, "message": message}
 
 
 def main(argv: list[str]) -> int:

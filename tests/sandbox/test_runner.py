@@ -27,7 +27,8 @@ def test_output_streams_line_by_line_in_order(sandbox):
 
 def test_events_arrive_while_the_job_runs_and_end_with_one_done(sandbox):
     async def main():
-        handle = await sandbox.runner.submit(Job(code="import time\nprint('a', flush=True)\ntime.sleep(0.5)\nprint('b')"))
+        code = "import time\nprint('a', flush=True)\ntime.sleep(0.5)\nprint('b')"
+        handle = await sandbox.runner.submit(Job(code=code))
         seen = []
         async for event in handle.events():
             seen.append((time.monotonic(), event))
@@ -102,9 +103,20 @@ def test_server_restarts_after_being_killed_and_fails_in_flight_jobs(narrow):
     assert narrow.runner.server_pid != first_pid and narrow.runner.restarts == 1
 
 
-def test_refuses_without_isolation_unless_unsafe_dev(sandbox_settings):
-    """Simulated by the server's refusal path: a non-root server without the unsafe flag refuses jobs."""
-    from app.sandbox.server import refused_result
+def test_without_root_the_sandbox_refuses_to_run_code(sandbox_settings):
+    with BlockingRunner(sandbox_settings, server_options={"as_unprivileged": True}) as sbx:
+        info = sbx.runner.info
+        result = sbx.run_code("print('should not run')")
+    assert info["refuse"] and not info["isolate"] and "COURSE_SANDBOX_UNSAFE_DEV" in info["refuse"]
+    assert result.status == "error" and "needs root" in result.message and result.stdout == ""
 
-    result = refused_result("the sandbox needs root")
-    assert result["status"] == "error" and "needs root" in result["message"]
+
+def test_unsafe_dev_mode_runs_code_with_rlimits_and_seccomp_only(sandbox_settings):
+    settings = sandbox_settings.model_copy(update={"sandbox_unsafe_dev": True})
+    with BlockingRunner(settings, server_options={"as_unprivileged": True}) as sbx:
+        info = sbx.runner.info
+        ok = sbx.run_code("import socket\nprint('ran')\nsocket.socket(socket.AF_INET)")
+        slow = sbx.run_code("import time\ntime.sleep(30)", wall_s=1)
+    assert info["refuse"] is None and not info["isolate"] and info["layers"]["seccomp filter"]
+    assert ok.stdout == "ran\n" and "PermissionError" in ok.stderr  # seccomp still on
+    assert (slow.status, slow.limit_hit) == ("limit", "wall")

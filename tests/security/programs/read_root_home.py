@@ -2,8 +2,8 @@
 import json, os
 
 print("ROOT_ENTRIES", json.dumps(sorted(os.listdir("/root")) if os.path.isdir("/root") else []))
-for path in ("/root/.bashrc", "/root/.profile", "/root/.bash_history", "/root/.ssh/id_rsa", "/root/.ssh/authorized_keys",
-             "/root/.python_history", "/root/.cache", "/root/.config", "/home"):
+for path in ("/root/.bashrc", "/root/.profile", "/root/.bash_history", "/root/.ssh/id_rsa",
+             "/root/.ssh/authorized_keys", "/root/.python_history", "/root/.cache", "/root/.config", "/home"):
     try:
         if os.path.isdir(path):
             print("LEAK dir", path, os.listdir(path))

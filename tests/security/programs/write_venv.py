@@ -3,7 +3,8 @@
 import os, sys, sysconfig
 
 targets = [os.path.join(sysconfig.get_paths()["purelib"], "sbx_evil.pth"), os.path.join(sys.prefix, "bin", "sbx_evil"),
-           os.path.join(sys.base_prefix, "lib", "sbx_evil"), "__PROJECT_ROOT__/sbx_evil", "__PROJECT_ROOT__/.venv/sbx_evil"]
+           os.path.join(sys.base_prefix, "lib", "sbx_evil"), "__PROJECT_ROOT__/sbx_evil",
+           "__PROJECT_ROOT__/.venv/sbx_evil"]
 for path in targets:
     try:
         with open(path, "w") as f:
