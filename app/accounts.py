@@ -13,7 +13,7 @@ from app.models import Learner, User
 from app.progress import ensure_learner
 
 # a pragmatic shape check; deliverability is not our business and full RFC 5322 helps no one
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+EMAIL_RE = re.compile(r"^[^@\s\x00-\x1f]+@[^@\s\x00-\x1f]+\.[^@\s\x00-\x1f]+$")
 
 
 class EmailTaken(Exception):

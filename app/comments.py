@@ -51,6 +51,8 @@ def check_body(body: str, max_chars: int) -> str:
     """Return the body if it is acceptable; raise CommentError 422 (empty) or 413 (too long)."""
     if not body.strip():
         raise CommentError(422, "The comment is empty; write something before posting.")
+    if "\x00" in body:  # PostgreSQL text cannot hold NUL, and no person types one
+        raise CommentError(422, "The comment contains a NUL character (\\x00); remove it and post again.")
     if len(body) > max_chars:
         raise CommentError(
             413,

@@ -40,6 +40,8 @@ class SignupIn(BaseModel):
     def name_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("the display name is empty")
+        if any(ord(c) < 32 for c in value):
+            raise ValueError("the display name contains control characters")
         return value
 
 

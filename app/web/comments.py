@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Form, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Form, HTTPException, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,9 @@ from app.web.deps import CurrentUser, OptionalUser, SessionDep
 router = APIRouter()
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+# the largest id a portable INTEGER column holds (PostgreSQL's int4); larger numbers are no id of ours
+MAX_ID = 2**31 - 1
+CommentId = Annotated[int, Path(ge=1, le=MAX_ID, description="A comment's id.")]
 
 
 def known_lesson(request: Request, slug: str) -> bool:
@@ -29,7 +32,7 @@ def known_lesson(request: Request, slug: str) -> bool:
 def require_lesson(request: Request, slug: str) -> str:
     """Return the slug; 404 if there is no such lesson."""
     if not known_lesson(request, slug):
-        raise HTTPException(404, f"There is no lesson {slug!r}.")
+        raise HTTPException(404, f"There is no lesson {slug[:100]!r}.")
     return slug
 
 
@@ -86,7 +89,7 @@ class ThreadOut(BaseModel):
 
 class CommentIn(BaseModel):
     body: str = Field(description="Markdown; raw HTML is shown as text. Limit: settings.comment_max_chars.")
-    parent_id: int | None = Field(default=None, description="Reply to this top-level comment.")
+    parent_id: int | None = Field(default=None, ge=1, le=MAX_ID, description="Reply to this top-level comment.")
 
 
 class CommentEdit(BaseModel):
@@ -112,7 +115,7 @@ ERRORS = {400: {"description": "Bad reply"}, 401: {"description": "Not signed in
 
 @router.get("/api/lessons/{slug}/comments", response_model=ThreadOut, tags=["comments"], responses=ERRORS)
 def api_thread(slug: str, request: Request, session: SessionDep, viewer: OptionalUser,
-               page: Annotated[int, Query(ge=1)] = 1) -> ThreadOut:  # fmt: skip
+               page: Annotated[int, Query(ge=1, le=MAX_ID)] = 1) -> ThreadOut:  # fmt: skip
     """List one page (50 threads) of a lesson's comments, replies attached; anyone may read."""
     require_lesson(request, slug)
     thread = comments.list_thread(session, lesson_slug=slug, viewer=viewer, page=page)
@@ -143,7 +146,7 @@ def api_post(slug: str, data: CommentIn, request: Request, session: SessionDep, 
 
 
 @router.patch("/api/comments/{comment_id}", response_model=CommentOut, tags=["comments"], responses=ERRORS)
-def api_edit(comment_id: int, data: CommentEdit, request: Request, session: SessionDep, user: CurrentUser):
+def api_edit(comment_id: CommentId, data: CommentEdit, request: Request, session: SessionDep, user: CurrentUser):
     """Edit your own comment; it is marked as edited."""
     try:
         comment = comments.edit_comment(
@@ -156,7 +159,7 @@ def api_edit(comment_id: int, data: CommentEdit, request: Request, session: Sess
 
 
 @router.delete("/api/comments/{comment_id}", status_code=204, tags=["comments"], responses=ERRORS)
-def api_delete(comment_id: int, session: SessionDep, user: CurrentUser) -> Response:
+def api_delete(comment_id: CommentId, session: SessionDep, user: CurrentUser) -> Response:
     """Delete your own comment (instructors: any comment)."""
     try:
         comments.delete_comment(session, comment_id=comment_id, actor=user)
@@ -167,7 +170,7 @@ def api_delete(comment_id: int, session: SessionDep, user: CurrentUser) -> Respo
 
 
 @router.post("/api/comments/{comment_id}/hide", response_model=CommentOut, tags=["comments"], responses=ERRORS)
-def api_hide(comment_id: int, session: SessionDep, user: CurrentUser, data: HideIn | None = None) -> CommentOut:
+def api_hide(comment_id: CommentId, session: SessionDep, user: CurrentUser, data: HideIn | None = None) -> CommentOut:
     """Hide a comment from learners (instructors only); send {"hidden": false} to show it again."""
     try:
         comment = comments.hide_comment(
@@ -194,7 +197,7 @@ def form_post(
     session: SessionDep,
     user: CurrentUser,
     body: Annotated[str, Form()] = "",
-    parent_id: Annotated[int | None, Form()] = None,
+    parent_id: Annotated[int | None, Form(ge=1, le=MAX_ID)] = None,
 ):
     require_lesson(request, slug)
     try:
@@ -208,7 +211,7 @@ def form_post(
 
 
 @router.post("/comments/{comment_id}/delete", include_in_schema=False)
-def form_delete(comment_id: int, session: SessionDep, user: CurrentUser):
+def form_delete(comment_id: CommentId, session: SessionDep, user: CurrentUser):
     try:
         comment = comments.delete_comment(session, comment_id=comment_id, actor=user)
     except comments.CommentError as exc:
@@ -218,7 +221,7 @@ def form_delete(comment_id: int, session: SessionDep, user: CurrentUser):
 
 
 @router.post("/comments/{comment_id}/hide", include_in_schema=False)
-def form_hide(comment_id: int, session: SessionDep, user: CurrentUser, hidden: Annotated[str, Form()] = "1"):
+def form_hide(comment_id: CommentId, session: SessionDep, user: CurrentUser, hidden: Annotated[str, Form()] = "1"):
     try:
         comment = comments.hide_comment(session, comment_id=comment_id, actor=user, hidden=hidden == "1")
     except comments.CommentError as exc:

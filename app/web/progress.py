@@ -42,7 +42,7 @@ class ProgressOut(BaseModel):
 def api_mark_read(slug: str, request: Request, session: SessionDep, learner: LearnerId) -> ReadOut:
     """Mark a lesson read for this visitor (the page sends this when the reader reaches the end)."""
     if not known_lesson(request, slug):
-        raise HTTPException(404, f"There is no lesson {slug!r}.")
+        raise HTTPException(404, f"There is no lesson {slug[:100]!r}.")
     first = progress.mark_lesson_read(session, learner_id=learner, lesson_slug=slug)
     session.commit()
     return ReadOut(lesson=slug, read=True, first_time=first)

@@ -188,3 +188,23 @@ def test_display_names_are_escaped(client, signed_in_client):
     page = client.get("/lessons/alpha").text
     assert "<script>alert('name')" not in page
     assert str(escape("<script>alert('name')</script>")) in page
+
+
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("POST", "/api/lessons/alpha/comments", {"body": "x", "parent_id": 2**70}),
+        ("POST", "/api/lessons/alpha/comments", {"body": "x", "parent_id": 0}),
+        ("PATCH", f"/api/comments/{2**70}", {"body": "x"}),
+        ("DELETE", f"/api/comments/{2**70}", None),
+        ("POST", f"/api/comments/{2**70}/hide", None),
+        ("GET", f"/api/lessons/alpha/comments?page={2**70}", None),
+        ("POST", "/api/lessons/alpha/comments", {"body": "a NUL \x00 byte"}),
+        ("POST", "/api/lessons/alpha/comments", ["not", "an", "object"]),
+        ("POST", "/api/comments/1/hide", {"hidden": "maybe"}),
+    ],
+)
+def test_odd_input_is_a_4xx_with_detail_never_a_500(signed_in_client, method, path, body):
+    response = signed_in_client().request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"]
