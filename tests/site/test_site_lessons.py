@@ -16,7 +16,8 @@ ALL = "\n".join(LESSONS.values())
 FACTS = [
     ("cpu-gpu-border", ".device"),
     ("cpu-gpu-border", ".to(device)"),
-    ("cpu-gpu-border", "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"),
+    ("cpu-gpu-border", "Expected all tensors to be on the same device, but found at least two devices, "
+                       "cuda:0 and cpu!"),
     ("cpu-gpu-border", "but got mat1 is on cpu, different from other tensors on cuda:0 (when checking argument in "
                        "method wrapper_CUDA_addmm)"),
     ("cpu-gpu-border", "but got target is on cpu, different from other tensors on cuda:0 (when checking argument "
