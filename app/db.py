@@ -90,6 +90,21 @@ def downgrade(url: str, revision: str = "-1") -> None:
     command.downgrade(alembic_config(url), revision)
 
 
+def pending_migrations(url: str) -> bool:
+    """Say whether the database at `url` is behind the newest migration (or has none applied)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config(url))
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            current = set(MigrationContext.configure(conn).get_current_heads())
+    finally:
+        engine.dispose()
+    return current != set(script.get_heads())
+
+
 class Database:
     """An engine plus two session factories: read (plain BEGIN) and write (BEGIN IMMEDIATE on SQLite)."""
 
@@ -114,6 +129,7 @@ __all__ = [
     "alembic_config",
     "upgrade",
     "downgrade",
+    "pending_migrations",
     "make_engine",
     "ensure_sqlite_dir",
     "is_sqlite",

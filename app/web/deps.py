@@ -10,6 +10,7 @@ Routes may also name `CsrfProtected` explicitly; FastAPI runs the check once eit
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator
@@ -26,9 +27,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import security
 from app.config import Settings
-from app.db import Database
+from app.db import Database, pending_migrations
 from app.models import User
 
+log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 SESSION_COOKIE = "course_session"
 # seconds a session cookie lives; a course is followed over weeks
@@ -213,6 +215,10 @@ def install(app: FastAPI, settings: Settings) -> None:
     Call it right after creating the app, before including routers, so the CSRF dependency covers them all.
     """
     app.state.db = Database(settings.database_url)
+    if pending_migrations(settings.database_url):
+        log.warning("the database at %s is not migrated to the newest revision: run `course db upgrade` "
+                    "(make serve does); pages that read accounts, progress or comments fail until then",
+                    settings.database_url)  # fmt: skip
     app.state.limiter = Limiter(key_func=get_remote_address, storage_uri="memory://", headers_enabled=False)
     app.router.dependencies.append(Depends(require_csrf))
     _register_template_globals()

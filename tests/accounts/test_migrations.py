@@ -88,3 +88,13 @@ def test_the_migration_also_compiles_for_postgresql(capsys):
     ddl = capsys.readouterr().out
     assert "CREATE TABLE users" in ddl and "TIMESTAMP WITH TIME ZONE" in ddl and "DEFAULT false" in ddl
     assert "AUTOINCREMENT" not in ddl and "PRAGMA" not in ddl
+
+
+def test_an_unmigrated_database_is_reported_at_start_up(settings, caplog):
+    from app.main import create_app
+
+    assert db.pending_migrations(settings.database_url)
+    create_app(settings).state.db.dispose()
+    assert "course db upgrade" in caplog.text
+    db.upgrade(settings.database_url)
+    assert not db.pending_migrations(settings.database_url)
