@@ -98,7 +98,7 @@ def _is_loss(read: dict) -> bool:
 
 
 def _loss_item(facts: Facts):
-    reads = facts.events("host_read")
+    reads = facts.events("tensor_print") + facts.events("host_read")
     for r in reads:
         if r.get("prints_repr") and _is_loss(r):
             var = name_of(r, "the loss")

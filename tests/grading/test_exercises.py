@@ -89,3 +89,10 @@ def test_output_streams_through_on_output(grade, exercises):
     assert verdict.status == "passed"
     assert [line for s, line in lines if s == "stdout"][:1] == [verdict.stdout.splitlines()[0]]
     assert sum(1 for s, line in lines if line.startswith("epoch")) == 5
+
+
+def test_printed_loss_tensor_is_caught_after_many_item_calls(grade, exercises):
+    code = exercises["training-loop"].solution + "\nfor _ in range(300):\n    loss.item()\nprint('final', loss)\n"
+    verdict = grade("training-loop", code)
+    assert verdict.failed_ids() == ["loss_item"]
+    assert next(c for c in verdict.checks if c.id == "loss_item").line == code.count("\n")

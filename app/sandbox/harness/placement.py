@@ -96,6 +96,10 @@ class Tracer:
         self.mode: PlacementMode | None = None
 
     # ---------------------------------------------------------------- facts
+    def keeping(self, kind: str) -> bool:
+        """True while facts of this kind are still kept (past that, only counted: cheaper in long loops)."""
+        return len(self.events.get(kind, ())) < EVENTS_PER_KIND
+
     def record(self, kind: str, **fact) -> None:
         """Keep one fact (the first EVENTS_PER_KIND of each kind) and count all of them."""
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -209,16 +213,18 @@ class Tracer:
             return None
         self.forwards += 1
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        host = any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors)
+        if not host and not self.keeping("forward"):
+            self.counts["forward"] = self.counts.get("forward", 0) + 1
+            return None
         params = list(module.parameters())
-        self.record("forward", line=frame.f_lineno, module=type(module).__name__, id=id(module),
-                    names=self.names_in(frame, module), step=self.steps, n=self.forwards,
-                    param_devices=sorted({self.device_of(p) for p in params}), has_params=bool(params),
+        fact = dict(line=frame.f_lineno, module=type(module).__name__, id=id(module), step=self.steps,
+                    names=self.names_in(frame, module), has_params=bool(params),
+                    param_devices=sorted({self.device_of(p) for p in params}),
                     inputs=[self.describe(t, frame) for t in tensors])
-        if any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors):
-            self.record("host_input", line=frame.f_lineno, module=type(module).__name__,
-                        names=self.names_in(frame, module), has_params=bool(params), step=self.steps,
-                        param_devices=sorted({self.device_of(p) for p in params}),
-                        inputs=[self.describe(t, frame) for t in tensors])
+        self.record("forward", n=self.forwards, **fact)
+        if host:
+            self.record("host_input", **fact)
         return None
 
     def _step_pre_hook(self, optimizer, args, kwargs):
@@ -387,6 +393,12 @@ class Tracer:
                         inputs=[self.describe(t, frame) for t in _tensors((args, kwargs))][:3])
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
             return
+        # printing a tensor gets its own kind, so a long loop of .item() calls cannot crowd it out of the report
+        kind = ("move" if move is not None else "backward" if name == "backward"
+                else "tensor_print" if name in ("__repr__", "__format__") else "host_read")
+        if kind != "backward" and not self.keeping(kind):
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            return
         frame = self.learner_frame(direct=True)
         if frame is None or not args or not isinstance(args[0], torch.Tensor):
             return
@@ -404,7 +416,7 @@ class Tracer:
             src._pt_loss = True
             self.record("backward", step=self.steps, value=value, **fact)
         else:
-            self.record("host_read", force=bool(kwargs.get("force", False)),
+            self.record(kind, force=bool(kwargs.get("force", False)),
                         prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
 
     def repr_with_device(self, t: torch.Tensor, text: str) -> str:

@@ -1,0 +1,83 @@
+"""Grading overhead: `course grade training-loop solution.py` on a warm sandbox, against the same file run plainly.
+
+Both sides use one warm LocalRunner (fork server up, pool refilled between runs, as between a learner's clicks):
+- plain: the solution as a `run` job (no tracer), end to end;
+- graded: `grade_submission` of the solution (tracer, probe, report, checks), end to end;
+the overhead is graded minus plain, p50 over RUNS runs each. Writes bench/results/grading.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+from app.config import ROOT, Settings
+from app.content.exercises import load_exercise
+from app.grading import grade_submission
+from app.runner import BlockingRunner, Job
+
+RESULTS = Path(__file__).parent / "results"
+RUNS = 30  # per side, as issue 5 asks
+WARMUP = 3
+PAUSE_S = 0.05  # between runs: the pool refills, as it does between a learner's clicks
+
+
+def pct(values: list[float], q: float) -> float:
+    """Return the q-th percentile (nearest rank) of values."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def _timed(call, runs: int) -> list[float]:
+    times = []
+    for i in range(WARMUP + runs):
+        time.sleep(PAUSE_S)
+        started = time.perf_counter()
+        call()
+        if i >= WARMUP:
+            times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def run(runs: int = RUNS) -> dict:
+    """Measure plain and graded runs of training-loop's solution; write bench/results/grading.json."""
+    exercise = load_exercise(ROOT / "exercises" / "training-loop")
+    settings = Settings(env="test", secret_key="bench", runner_queue_size=1000)
+    statuses = set()
+    with BlockingRunner(settings) as runner:
+        plain = _timed(lambda: statuses.add(runner.run(Job(code=exercise.solution, filename="main.py")).status), runs)
+
+        def graded_once():
+            verdict = runner.call(grade_submission(exercise, exercise.solution, runner.runner))
+            statuses.add(verdict.status)
+
+        graded = _timed(graded_once, runs)
+    overhead = [g - p for g, p in zip(sorted(graded), sorted(plain))]
+    figures = {
+        "runs": runs,
+        "plain_job_p50_ms": round(pct(plain, 50), 1), "plain_job_p95_ms": round(pct(plain, 95), 1),
+        "grade_training_loop_p50_ms": round(pct(graded, 50), 1),
+        "grade_training_loop_p95_ms": round(pct(graded, 95), 1),
+        "grade_training_loop_mean_ms": round(statistics.fmean(graded), 1),
+        "grading_overhead_p50_ms": round(pct(graded, 50) - pct(plain, 50), 1),
+        "grading_overhead_p95_ms": round(pct(overhead, 95), 1),
+        "statuses": sorted(statuses),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "grading.json").write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def table(f: dict) -> str:
+    """Print the figures as a small table."""
+    return "\n".join([
+        f"  training-loop solution, {f['runs']} runs each, warm sandbox    p50 ms   p95 ms",
+        f"  plain run job (no tracer)                               {f['plain_job_p50_ms']:>7}  {f['plain_job_p95_ms']:>7}",
+        f"  course grade (tracer + probe + checks)                  {f['grade_training_loop_p50_ms']:>7}  "
+        f"{f['grade_training_loop_p95_ms']:>7}",
+        f"  grading overhead                                        {f['grading_overhead_p50_ms']:>7}  "
+        f"{f['grading_overhead_p95_ms']:>7}",
+        f"  verdict statuses seen: {', '.join(f['statuses'])}",
+    ])
