@@ -7,6 +7,7 @@ so printing "passed", writing files or exiting early cannot pass an exercise.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import secrets
@@ -21,6 +22,14 @@ from app.runner.base import Busy, Job, OutputEvent, Rejected, Result
 
 OnOutput = Callable[[str, str], Any | Awaitable[Any]]
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
+
+
+def exercise_limits(exercise: Exercise, base):
+    """The runner's limits, tightened (never loosened) by the exercise's `limits:`; None keeps the defaults."""
+    if base is None or not exercise.spec.limits:
+        return None
+    tighter = {k: type(getattr(base, k))(min(getattr(base, k), v)) for k, v in exercise.spec.limits.items()}
+    return dataclasses.replace(base, **tighter)
 
 
 def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
@@ -98,7 +107,7 @@ async def _emit(on_output: OnOutput | None, event: OutputEvent) -> None:
 
 async def grade_submission(exercise: Exercise, code: str, runner, on_output: OnOutput | None = None) -> Verdict:
     """Grade one submission and return its verdict; on_output(stream, line) gets each output line as it comes."""
-    job, nonce = build_job(exercise, code)
+    job, nonce = build_job(exercise, code, limits=exercise_limits(exercise, getattr(runner, "limits", None)))
     started = time.perf_counter()
     try:
         handle = await runner.submit(job)

@@ -144,3 +144,15 @@ def test_schema_refuses_duplicate_ids_and_unknown_limits(tmp_path):
 def test_read_expect():
     assert read_expect("# expect: same_device\nimport torch\n") == "same_device"
     assert read_expect("import torch\n") is None
+
+
+def test_exercise_limits_only_tighten():
+    from app.grading.grader import exercise_limits
+    from app.sandbox.limits import Limits
+
+    ex = _exercise()
+    base = Limits(wall_s=30.0, cpu_s=5)
+    limits = exercise_limits(ex.model_copy(update={"spec": ex.spec.model_copy(update={"limits": {"wall_s": 10,
+                                                                                                 "cpu_s": 20}})}), base)
+    assert limits.wall_s == 10.0 and limits.cpu_s == 5 and isinstance(limits.cpu_s, int)
+    assert exercise_limits(ex, None) is None

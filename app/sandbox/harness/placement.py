@@ -36,6 +36,8 @@ _PLUMBING = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tens
              os.path.join("torch", "nn", "modules", "module.py"), os.path.join("torch", "nn", "parameter.py"))
 # events of one kind kept in the report; a training loop repeats the same facts thousands of times
 EVENTS_PER_KIND = 200
+# distinct (line, op, devices) keys kept in the per-call summary
+OP_KEYS_KEPT = 500
 # loss values kept (first ones and last ones matter for "the loss went down")
 LOSS_VALUES_KEPT = 2000
 _ORIG_TENSOR_TO = torch._C.TensorBase.to
@@ -93,9 +95,16 @@ class Tracer:
         self.steps = 0
         self.forwards = 0
         self.batches = 0
+        self.ops: dict[tuple, int] = {}  # (learner line, op, devices) -> calls
         self.mode: PlacementMode | None = None
 
     # ---------------------------------------------------------------- facts
+    def count_op(self, line: int, name: str, devices: tuple) -> None:
+        """Count one torch call the learner's line made, with the devices of its tensors."""
+        key = (line, name, devices)
+        if key in self.ops or len(self.ops) < OP_KEYS_KEPT:
+            self.ops[key] = self.ops.get(key, 0) + 1
+
     def keeping(self, kind: str) -> bool:
         """True while facts of this kind are still kept (past that, only counted: cheaper in long loops)."""
         return len(self.events.get(kind, ())) < EVENTS_PER_KIND
@@ -269,6 +278,9 @@ class Tracer:
 
     def on_call(self, func, name: str, args, kwargs):
         """One torch call: simulate the accelerator where needed, run it, propagate labels, record facts."""
+        frame = self.learner_frame(direct=True)
+        if frame is not None:
+            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in _tensors((args, kwargs))[:4]))
         if self.simulated:
             if name in _MOVES and args and isinstance(args[0], torch.Tensor):
                 return self._move(func, name, args, kwargs)
@@ -431,8 +443,10 @@ class Tracer:
 
     def report(self) -> dict:
         """The facts as JSON-ready data."""
+        ops = [{"line": line, "op": op, "devices": list(devices), "calls": n}
+               for (line, op, devices), n in sorted(self.ops.items(), key=lambda kv: kv[0][0])]
         return {"events": self.events, "counts": self.counts, "losses": self.losses, "steps": self.steps,
-                "forwards": self.forwards, "batches": self.batches}
+                "forwards": self.forwards, "batches": self.batches, "ops": ops}
 
 
 class PlacementMode(TorchFunctionMode):
@@ -447,6 +461,9 @@ class PlacementMode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name not in _WATCHED and "device" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
+            caller = sys._getframe(1)
+            if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
+                self.tracer.count_op(caller.f_lineno, name, ("cpu",) if _tensors((args, kwargs)) else ())
             if self.tracer.simulated:
                 return func(*args, **kwargs)
             return self.tracer.run_recording_mismatch(func, name, args, kwargs)

@@ -96,3 +96,13 @@ def test_printed_loss_tensor_is_caught_after_many_item_calls(grade, exercises):
     verdict = grade("training-loop", code)
     assert verdict.failed_ids() == ["loss_item"]
     assert next(c for c in verdict.checks if c.id == "loss_item").line == code.count("\n")
+
+
+def test_endless_loop_times_out_under_the_exercise_limit(grading_runner, exercises):
+    from app.grading import grade_submission
+
+    ex = exercises["same-device"]
+    quick = ex.model_copy(update={"spec": ex.spec.model_copy(update={"limits": {"wall_s": 2}})})
+    verdict = grading_runner.call(grade_submission(quick, "while True:\n    pass\n", grading_runner.runner))
+    assert verdict.status == "timeout"
+    assert all(not c.passed and "stopped" in c.message for c in verdict.checks)
