@@ -210,6 +210,21 @@ def form_post(
     return _back(slug)
 
 
+@router.post("/comments/{comment_id}/edit", include_in_schema=False)
+def form_edit(comment_id: CommentId, request: Request, session: SessionDep, user: CurrentUser,
+              body: Annotated[str, Form()] = ""):  # fmt: skip
+    try:
+        comment = comments.edit_comment(
+            session, comment_id=comment_id, editor=user, body=body, max_chars=_max_chars(request)
+        )
+    except comments.CommentError as exc:
+        if exc.status in (403, 404):
+            raise _fail(exc) from None
+        return _back(session.get(Comment, comment_id).lesson_slug, exc.message)
+    session.commit()
+    return _back(comment.lesson_slug)
+
+
 @router.post("/comments/{comment_id}/delete", include_in_schema=False)
 def form_delete(comment_id: CommentId, session: SessionDep, user: CurrentUser):
     try:

@@ -133,4 +133,5 @@
   });
 
   for (const button of section.querySelectorAll(".js-only")) button.hidden = false;
+  for (const details of section.querySelectorAll(".comment-edit-nojs")) details.hidden = true;  // the Edit button replaces it
 })();

@@ -11,7 +11,7 @@ from .xss_payloads import PAYLOADS
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 INJECTED = "#comments script, #comments img, #comments svg, #comments iframe, #comments style, #comments [onerror]," \
-           " #comments [onload], #comments [onmouseover], #comments [ontoggle], #comments details:not(.reply-form)," \
+           " #comments [onload], #comments [onmouseover], #comments [ontoggle], #comments .comment-body details," \
            " #comments a[href^='javascript'], #comments a[href^='data'], #xss-div"  # fmt: skip
 
 

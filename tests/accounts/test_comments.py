@@ -208,3 +208,17 @@ def test_odd_input_is_a_4xx_with_detail_never_a_500(signed_in_client, method, pa
     response = signed_in_client().request(method, path, json=body)
     assert response.status_code == 422, response.text
     assert response.json()["detail"]
+
+
+def test_no_javascript_edit_form(signed_in_client):
+    ann, bob = signed_in_client(name="Ann"), signed_in_client(name="Bob")
+    comment_id = post(ann, "typo hre").json()["id"]
+    token = ann.headers.pop("X-CSRF-Token")
+    assert 'action="/comments/%d/edit"' % comment_id in ann.get("/lessons/alpha").text
+    response = ann.post(f"/comments/{comment_id}/edit", data={"body": "typo here", "csrf_token": token},
+                        follow_redirects=False)  # fmt: skip
+    assert response.status_code == 303
+    assert thread(ann)["comments"][0]["body"] == "typo here" and thread(ann)["comments"][0]["edited"]
+    assert 'action="/comments/%d/edit"' % comment_id not in bob.get("/lessons/alpha").text
+    bob_token = bob.headers["X-CSRF-Token"]
+    assert bob.post(f"/comments/{comment_id}/edit", data={"body": "x", "csrf_token": bob_token}).status_code == 403
