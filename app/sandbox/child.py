@@ -54,6 +54,7 @@ class Context:
     """What the fork server prepared once for every child."""
 
     isolate: bool  # namespaces + read-only root + uid drop (False only in unsafe development mode)
+    userns: bool  # no root: a user namespace gives the job its namespaces; its root is our own uid
     plan: isolation.RootPlan
     staging: str
     uid_base: int
@@ -126,7 +127,10 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int]) -> Non
         if not ctx.isolate:
             os.setsid()  # unsafe mode: the server kills the job by process group
             _job_process(ctx, limits, slot)
-        isolation.unshare(isolation.JOB_NAMESPACES)
+        if ctx.userns:
+            _enter_user_namespace()
+        else:
+            isolation.unshare(isolation.JOB_NAMESPACES)
         pid = os.fork()
         if pid == 0:
             _job_process(ctx, limits, slot)
@@ -134,6 +138,19 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int]) -> Non
         _mirror_exit(pid)
     except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
         _setup_failed(exc)
+
+
+def _enter_user_namespace() -> None:
+    """Unshare every namespace under a new user namespace whose root is the server's own (unprivileged) uid.
+
+    A process may only map its own uid. The job then drops every capability; the user namespace only serves to
+    let it build its own mount, pid and network namespaces without root.
+    """
+    if os.getuid() == 0:
+        os.setgroups([])  # a root server here is a test of this mode: keep the host's root group out
+    uid, gid = os.getuid(), os.getgid()  # read before unsharing: inside, unmapped ids read as 65534
+    isolation.unshare(isolation.CLONE_NEWUSER | isolation.JOB_NAMESPACES)
+    isolation.map_root(uid, gid)
 
 
 def _mirror_exit(pid: int) -> None:
@@ -156,7 +173,9 @@ def _mirror_exit(pid: int) -> None:
 
 def _setup_failed(exc: BaseException) -> None:
     try:
-        os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode())
+        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        at = f" (at {where.name}: {where.line})" if where else ""
+        os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}{at}\n".encode())
     finally:
         os._exit(SETUP_FAILED)
 
@@ -168,11 +187,15 @@ def _isolate(ctx: Context, limits, slot: int) -> None:
         isolation.build_root(ctx.plan, ctx.staging, limits.tmpfs_bytes)
         socket.sethostname("sandbox")
     nproc = None
-    if os.getuid() == 0 and ctx.isolate:
-        # RLIMIT_NPROC counts every process of the uid on the host; with a pids cgroup it is only a backstop
+    if ctx.isolate:
+        # RLIMIT_NPROC counts the processes of the job's uid (in a user namespace: of that namespace only);
+        # with a pids cgroup it is only a backstop
         nproc = limits.pids * 4 if ctx.pids_cgroup else limits.pids
     isolation.apply_rlimits(limits, isolation.address_space_bytes(limits.memory_bytes, limits.pids), nproc)
-    if os.getuid() == 0 and ctx.isolate:
+    if ctx.userns:
+        isolation.drop_privileges(0, groups=False)  # root of the user namespace = an unprivileged host uid
+        isolation.drop_capabilities()
+    elif os.getuid() == 0 and ctx.isolate:
         isolation.drop_privileges(ctx.uid_base + slot)
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)  # credentials changed: set it again
     os.chdir("/tmp")

@@ -177,9 +177,35 @@ def apply_rlimits(limits, address_space: int, nproc: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
-def drop_privileges(uid: int) -> None:
+def map_root(uid: int, gid: int) -> None:
+    """After unshare(CLONE_NEWUSER): make uid/gid 0 of the new user namespace the given host uid/gid."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        try:
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        except OSError as exc:
+            raise OSError(exc.errno, f"writing {text!r} to /proc/self/{name}: {exc.strerror}") from None
+
+
+PR_CAPBSET_DROP = 24
+SYS_CAPSET = 126  # x86_64
+CAP_LAST = 63
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, effective, permitted and inheritable capability sets (user-namespace mode)."""
+    for cap in range(CAP_LAST + 1):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break  # past the last capability this kernel knows
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # two empty {effective, permitted, inheritable} sets
+    _check(libc.syscall(SYS_CAPSET, header, data), "capset")
+
+
+def drop_privileges(uid: int, groups: bool = True) -> None:
     """Become the unprivileged uid (and gid) for good; this also clears every capability."""
-    os.setgroups([])
+    if groups:
+        os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
 

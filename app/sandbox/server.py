@@ -72,21 +72,22 @@ class ForkServer:
         info = startup.warm_up()
         import app.sandbox.harness as harness  # before forking: children cannot read project files
 
-        # "as_unprivileged" makes a root server behave like one without root: how the tests reach the refusal
-        # and the unsafe development mode on a machine where everything runs as root
+        # "as_unprivileged" makes a root server behave like one without root, "no_userns" like one without user
+        # namespaces: how the tests reach those modes on a machine where everything runs as root
         root = os.getuid() == 0 and not self.config.get("as_unprivileged")
+        userns = not root and not self.config.get("no_userns") and isolation.userns_available()
         unsafe = bool(self.config.get("unsafe_dev"))
         seccomp_ok, seccomp_why = isolation.seccomp_available()
         self.cgroups = CgroupManager() if root else None
         self.staging = tempfile.mkdtemp(prefix="course-sbx-root-")
         os.chmod(self.staging, 0o755)
         self.ctx = childmod.Context(
-            isolate=root, plan=isolation.plan_root(), staging=self.staging,
+            isolate=root or userns, userns=userns, plan=isolation.plan_root(), staging=self.staging,
             uid_base=int(self.config.get("uid_base", 64000)),
             seccomp=isolation.seccomp_filter() if seccomp_ok else None, harness=harness,
             pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
         )
-        if not root and not unsafe:
+        if not root and not userns and not unsafe:
             self.refuse = startup.NEEDS_ROOT
         info.update(self._describe(seccomp_why))
         info["warmup_s"] = round(time.monotonic() - started, 3)
@@ -107,7 +108,7 @@ class ForkServer:
         why = (result["stderr"].strip() or result["message"])[-500:]
         if unsafe and self.ctx.isolate:
             log(f"isolation failed ({why}); UNSAFE development mode: running code without isolation")
-            self.ctx.isolate = False
+            self.ctx.isolate = self.ctx.userns = False
             info.update(self._describe(info.get("seccomp_note", "")))
             info["self_test"] = self.run_blocking({"code": "pass", "filename": "t.py", "mode": "run",
                                                    "grade": None})["status"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 NEEDS_ROOT = (
-    "the sandbox needs root to isolate learner code (namespaces, cgroups, a per-slot uid) and runs without it "
-    "here; run the app as root (e.g. in its container), or set COURSE_SANDBOX_UNSAFE_DEV=1 on a development "
+    "the sandbox needs root or user namespaces to isolate learner code (namespaces, cgroups, a per-slot uid) and "
+    "has neither here; run the app as root (e.g. in its container), or set COURSE_SANDBOX_UNSAFE_DEV=1 on a development "
     "machine to run code WITHOUT isolation"
 )
 
@@ -34,7 +34,8 @@ def describe(ctx, cgroups, config: dict, defaults, prefork: int, refuse: str | N
             "mount namespace + read-only root": iso, "pid namespace": iso, "network namespace": iso,
             "ipc namespace": iso, "uts namespace": iso, "cgroup namespace": iso,
             "private tmpfs (/tmp, /var/tmp, /dev/shm)": iso,
-            "seccomp filter": ctx.seccomp is not None, "unprivileged uid per slot": iso,
+            "seccomp filter": ctx.seccomp is not None, "unprivileged uid per slot": iso and not ctx.userns,
+            "user namespace (no root needed)": ctx.userns,
             "rlimits": True, "cgroup memory": has("memory"), "cgroup pids": has("pids"), "cgroup cpu": has("cpu"),
         },
         "cgroup_version": cgroups.version if cgroups else "none",

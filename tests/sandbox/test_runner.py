@@ -103,20 +103,54 @@ def test_server_restarts_after_being_killed_and_fails_in_flight_jobs(narrow):
     assert narrow.runner.server_pid != first_pid and narrow.runner.restarts == 1
 
 
-def test_without_root_the_sandbox_refuses_to_run_code(sandbox_settings):
-    with BlockingRunner(sandbox_settings, server_options={"as_unprivileged": True}) as sbx:
+NO_ROOT_NO_USERNS = {"as_unprivileged": True, "no_userns": True}
+
+
+def test_without_root_or_user_namespaces_the_sandbox_refuses_to_run_code(sandbox_settings):
+    with BlockingRunner(sandbox_settings, server_options=NO_ROOT_NO_USERNS) as sbx:
         info = sbx.runner.info
         result = sbx.run_code("print('should not run')")
     assert info["refuse"] and not info["isolate"] and "COURSE_SANDBOX_UNSAFE_DEV" in info["refuse"]
-    assert result.status == "error" and "needs root" in result.message and result.stdout == ""
+    assert result.status == "error" and "needs root or user namespaces" in result.message and result.stdout == ""
 
 
 def test_unsafe_dev_mode_runs_code_with_rlimits_and_seccomp_only(sandbox_settings):
     settings = sandbox_settings.model_copy(update={"sandbox_unsafe_dev": True})
-    with BlockingRunner(settings, server_options={"as_unprivileged": True}) as sbx:
+    with BlockingRunner(settings, server_options=NO_ROOT_NO_USERNS) as sbx:
         info = sbx.runner.info
         ok = sbx.run_code("import socket\nprint('ran')\nsocket.socket(socket.AF_INET)")
         slow = sbx.run_code("import time\ntime.sleep(30)", wall_s=1)
     assert info["refuse"] is None and not info["isolate"] and info["layers"]["seccomp filter"]
     assert ok.stdout == "ran\n" and "PermissionError" in ok.stderr  # seccomp still on
+    assert (slow.status, slow.limit_hit) == ("limit", "wall")
+
+
+USERNS_PROBE = """
+import os, socket
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+print(os.getpid(), socket.gethostname(), status["CapEff"].strip(), status["CapBnd"].strip())
+for path in ("/etc/passwd", "__ROOT__/pyproject.toml"):
+    print(os.path.exists(path))
+try:
+    open("/usr/sbx_probe", "w")
+except OSError as exc:
+    print("denied", exc.errno)
+socket.socket(socket.AF_INET)
+"""
+
+
+def test_without_root_a_user_namespace_isolates_the_job(sandbox_settings):
+    """This host runs everything as root; the server is told to act as if it had no root (but user namespaces)."""
+    from app import ROOT
+
+    with BlockingRunner(sandbox_settings, server_options={"as_unprivileged": True}) as sbx:
+        info = sbx.runner.info
+        r = sbx.run_code(USERNS_PROBE.replace("__ROOT__", str(ROOT)))
+        slow = sbx.run_code("import time\ntime.sleep(30)", wall_s=1)
+    assert info["refuse"] is None and info["layers"]["user namespace (no root needed)"]
+    assert not info["layers"]["unprivileged uid per slot"] and not info["layers"]["cgroup memory"]
+    first, passwd, source, denied = r.stdout.splitlines()
+    assert first == "1 sandbox 0000000000000000 0000000000000000"  # pid 1, own uts ns, no capabilities at all
+    assert (passwd, source, denied) == ("False", "False", "denied 30")  # minimal root, read-only (EROFS)
+    assert "PermissionError" in r.stderr  # seccomp: no AF_INET
     assert (slow.status, slow.limit_hit) == ("limit", "wall")
