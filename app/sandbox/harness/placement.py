@@ -52,6 +52,8 @@ _LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l
 # calls that may take host and accelerator tensors together (copies, indexing with host indices, printing)
 _MIXING_ALLOWED = {"__setitem__", "copy_", "__deepcopy__", "__reduce_ex__", "__repr__", "__format__",
                    "__setstate__", "__get__", "__set__", "is_pinned", "pin_memory"}
+# tensor properties that answer from, or carry, a device label
+_LABELLED_PROPERTIES = {"device", "is_cuda", "is_mps", "is_cpu", "grad", "data", "T", "mT", "H", "mH", "real", "imag"}
 # calls the tracer must always see, labelled inputs or not
 _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward", "pin_memory"}
 _REPR_SUFFIX = re.compile(r"(, (?:size|dtype|layout|grad_fn|requires_grad|names)=.*)?\)\Z", re.S)
@@ -459,6 +461,12 @@ class PlacementMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name == "__get__" or name == "__set__":
+            descriptor = getattr(func, "__self__", None)
+            if type(descriptor).__name__ == "getset_descriptor":
+                if descriptor.__name__ not in _LABELLED_PROPERTIES:  # dtype, shape, requires_grad ...
+                    return func(*args)
+                return self.tracer.on_property(func, descriptor.__name__, args)
         if name not in _WATCHED and "device" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
@@ -467,9 +475,6 @@ class PlacementMode(TorchFunctionMode):
             if self.tracer.simulated:
                 return func(*args, **kwargs)
             return self.tracer.run_recording_mismatch(func, name, args, kwargs)
-        descriptor = getattr(func, "__self__", None)
-        if type(descriptor).__name__ == "getset_descriptor":
-            return self.tracer.on_property(func, descriptor.__name__, args)
         out = self.tracer.on_call(func, name, args, kwargs)
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
