@@ -252,10 +252,21 @@ class LiveHub:
             return progress.get_submission(session, submission_id)
 
     async def close(self) -> None:
-        """Cancel every run still in progress (the app is stopping)."""
+        """Cancel every run still in progress (the app is stopping) and store them as errors, not left running."""
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for submission_id, run in list(self.runs.items()):
+            if not run.done:
+                await anyio.to_thread.run_sync(self._abandon, submission_id)
+
+    def _abandon(self, submission_id: str) -> None:
+        with self.db.session(write=True) as session, session.begin():
+            submission = progress.get_submission(session, submission_id)
+            if submission is not None and not submission.finished:
+                progress.finish_submission(session, submission_id=submission_id, verdict=error_verdict(
+                    submission.exercise_slug, "The server stopped while this ran (not your code's fault); "
+                                              "run it again."))
 
 
 # --- reading submissions --------------------------------------------------------------------------------

@@ -188,3 +188,21 @@ def test_no_javascript_form_runs_and_the_lesson_shows_the_verdict(learner):
     page = learner.get(response.headers["location"].split("#")[0], headers={"accept": "text/html"}).text
     panel = page[page.index('id="exercise-same-device"'):]
     assert f'data-check="{expected_check(wrong)}"' in panel and "Last run: failed" in panel
+
+
+def test_a_run_cut_short_by_a_shutdown_is_stored_as_an_error(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from app import progress
+    from app.main import create_app
+    from tests.live.conftest import live_settings
+
+    app = create_app(live_settings(tmp_path))
+    with TestClient(app) as browser:  # leaving the block stops the app while the program still sleeps
+        browser.headers["X-CSRF-Token"] = browser.get("/api/auth/csrf").json()["csrf_token"]
+        response = submit(browser, "same-device", "import time\ntime.sleep(30)\n")
+        assert response.status_code == 202
+    with app.state.db.session() as session:
+        row = progress.get_submission(session, response.json()["id"])
+        assert row.status == "error" and "server stopped" in row.verdict["stderr"]
+    app.state.db.dispose()
