@@ -217,6 +217,8 @@ class LocalRunner:
         self._writer = None
         if writer is not None:
             writer.close()
+        if proc is not None and proc.returncode is None and writer is None:
+            proc.kill()  # still starting up (it only reads its socket once ready): nothing to wait for
         if proc is not None and proc.returncode is None:
             try:
                 await asyncio.wait_for(proc.wait(), SERVER_STOP_TIMEOUT_S)

@@ -47,6 +47,7 @@ class RunningJob:
         self.report_overflow = False
         self.limit_hit: str | None = None
         self.cancelled = False
+        self.killed = False  # SIGKILL sent; waiting for the processes to be reaped
         self.status: int | None = None  # raw wait status of the outer child
         self.cpu_s: float | None = None
         self.batch: list[list[str]] = []

@@ -181,6 +181,7 @@ class ForkServer:
             if limit in ("wall", "cpu", "output"):
                 job.note(limit_message(limit, job.limits))
         job.cancelled = job.cancelled or cancelled
+        job.killed = True
         self._kill_proc(job.child)
 
     def _kill_proc(self, proc) -> None:
@@ -192,7 +193,7 @@ class ForkServer:
         except ProcessLookupError:
             pass
         if proc.cgroup is not None:
-            proc.cgroup.sweep()
+            proc.cgroup.signal_all()  # no waiting here: finish() sweeps once the outer child is reaped
 
     # ------------------------------------------------------------------ events
     def send(self, message: dict) -> None:
@@ -293,7 +294,7 @@ class ForkServer:
         """Stop jobs past their wall-clock deadline or CPU allowance."""
         now = time.monotonic()
         for job in list(self.jobs.values()):
-            if job.status is not None:
+            if job.status is not None or job.killed:
                 continue
             if now >= job.deadline:
                 self.kill(job, "wall")
@@ -321,8 +322,9 @@ class ForkServer:
 
     def step(self, timeout: float | None = None) -> None:
         """Wait for one round of events and handle them."""
+        live = [j.deadline for j in self.jobs.values() if not j.killed]
         if self.jobs:
-            nearest = min(j.deadline for j in self.jobs.values()) - time.monotonic()
+            nearest = min(live, default=time.monotonic() + CPU_POLL_S) - time.monotonic()
             timeout = max(0.0, min(CPU_POLL_S, nearest))
         for key, _ in self.sel.select(timeout):
             if self.sel.get_map().get(key.fd) is not key:
@@ -364,8 +366,8 @@ class ForkServer:
         for proc in list(self.children.values()):
             self._kill_proc(proc)
         deadline = time.monotonic() + 5
+        self.send = lambda msg: None  # type: ignore[method-assign]  # the runner is gone
         while self.children and time.monotonic() < deadline:
-            self.send = lambda msg: None  # type: ignore[method-assign]
             self.reap()
             time.sleep(0.01)
         if self.cgroups:

@@ -154,3 +154,16 @@ def test_without_root_a_user_namespace_isolates_the_job(sandbox_settings):
     assert (passwd, source, denied) == ("False", "False", "denied 30")  # minimal root, read-only (EROFS)
     assert "PermissionError" in r.stderr  # seccomp: no AF_INET
     assert (slow.status, slow.limit_hit) == ("limit", "wall")
+
+
+def test_the_app_starts_and_stops_a_runner_in_its_lifespan(sandbox_settings):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.runner import LocalRunner
+
+    app = create_app(sandbox_settings)
+    with TestClient(app):
+        runner = app.state.runner
+        assert isinstance(runner, LocalRunner) and not runner.eager  # test mode: the server starts with a job
+    assert runner._stopping
