@@ -20,6 +20,7 @@ import torch
 
 from app.sandbox.harness import availability, placement
 
+_TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
 # bytes; the fork server drops reports past 4 MiB, so stay well under it
 REPORT_BUDGET = 3 << 20
 
@@ -37,8 +38,10 @@ def format_learner_traceback(exc: BaseException, filename: str) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
+    # the harness's frames, and torch's torch-function plumbing that only exists because the tracer is on
     summary = traceback.StackSummary.from_list(
-        [fs for fs in traceback.extract_tb(tb) if not fs.filename.startswith(placement.HARNESS_DIR)])
+        [fs for fs in traceback.extract_tb(tb) if not fs.filename.startswith(placement.HARNESS_DIR)
+         and not fs.filename.endswith(_TRACER_PLUMBING)])
     head = "Traceback (most recent call last):\n" if summary else ""
     body = "".join(summary.format())
     tail = "".join(traceback.format_exception_only(type(exc), exc))
