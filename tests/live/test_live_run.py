@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -29,7 +30,9 @@ def test_early_and_late_subscribers_get_every_event_in_order():
         after = await collect(run)  # subscribes after the end: a full replay, then stops
         return await early, await late, after
 
-    early, late, after = asyncio.run(asyncio.wait_for(scenario(), 5))
+    # a thread of its own: Playwright's sync API (browser tests) may hold an event loop in this one
+    with ThreadPoolExecutor(1) as pool:
+        early, late, after = pool.submit(asyncio.run, asyncio.wait_for(scenario(), 5)).result()
     expected = [("output", {"stream": "stdout", "line": str(i)}) for i in range(6)] + [("verdict", {"status": "passed"})]
     assert early == late == after == expected
 
