@@ -18,10 +18,10 @@ facts a training loop is graded on.
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import sys
-import weakref
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -32,14 +32,15 @@ from app.sandbox.harness import wording
 
 HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 # frames that are torch's own torch-function plumbing (between the learner's call and this mode)
-_PLUMBING = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"),
-             os.path.join("torch", "nn", "modules", "module.py"), os.path.join("torch", "nn", "parameter.py"))
+_PLUMBING = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"))
+# ... and, for forward hooks, nn.Module's call machinery (between `model(xb)` and the hook)
+_MODULE_PLUMBING = _PLUMBING + (os.path.join("torch", "nn", "modules", "module.py"),)
 # events of one kind kept in the report; a training loop repeats the same facts thousands of times
 EVENTS_PER_KIND = 200
 # distinct (line, op, devices) keys kept in the per-call summary
 OP_KEYS_KEPT = 500
-# loss values kept (first ones and last ones matter for "the loss went down")
-LOSS_VALUES_KEPT = 2000
+# loss values kept: the first ones and the last ones (together they say whether "the loss went down")
+LOSS_VALUES_HEAD = LOSS_VALUES_TAIL = 1000
 _ORIG_TENSOR_TO = torch._C.TensorBase.to
 _ORIG_PARAMETER_NEW = torch.nn.Parameter.__new__
 _ORIG_MODULE = {name: getattr(torch.nn.Module, name) for name in ("to", "cuda", "cpu")}
@@ -93,7 +94,8 @@ class Tracer:
         self.accelerator = accelerator
         self.events: dict[str, list] = {}
         self.counts: dict[str, int] = {}
-        self.losses: list[float] = []
+        self.losses: list[float] = []  # the first LOSS_VALUES_HEAD values ...
+        self.losses_tail: collections.deque = collections.deque(maxlen=LOSS_VALUES_TAIL)  # ... and the latest
         self.steps = 0
         self.forwards = 0
         self.batches = 0
@@ -131,14 +133,14 @@ class Tracer:
         return not self.device_of(t).startswith("cpu")
 
     # ---------------------------------------------------------------- learner frames and names
-    def learner_frame(self, *, direct: bool = False):
+    def learner_frame(self, *, direct: bool = False, plumbing: tuple = _PLUMBING):
         """The nearest frame of the learner's file; with direct=True only if the learner made the call itself."""
         f = sys._getframe(1)
         while f is not None:
             filename = f.f_code.co_filename
             if filename == self.learner_file:
                 return f
-            if direct and not (filename.startswith(HARNESS_DIR) or filename.endswith(_PLUMBING)):
+            if direct and not (filename.startswith(HARNESS_DIR) or filename.endswith(plumbing)):
                 return None
             f = f.f_back
         return None
@@ -219,7 +221,7 @@ class Tracer:
 
     # ---------------------------------------------------------------- hooks
     def _forward_pre_hook(self, module, inputs):
-        frame = self.learner_frame(direct=True)
+        frame = self.learner_frame(direct=True, plumbing=_MODULE_PLUMBING)
         if frame is None:
             return None
         self.forwards += 1
@@ -423,10 +425,7 @@ class Tracer:
             self.record("move", src_device=move[0], dst_device=move[1], **fact)
         elif name == "backward":
             value = float(src.detach().reshape(-1)[0]) if src.numel() else float("nan")
-            if len(self.losses) < LOSS_VALUES_KEPT:
-                self.losses.append(value)
-            else:
-                self.losses[LOSS_VALUES_KEPT // 2 + len(self.losses) % (LOSS_VALUES_KEPT // 2)] = value
+            (self.losses if len(self.losses) < LOSS_VALUES_HEAD else self.losses_tail).append(value)
             src._pt_loss = True
             self.record("backward", step=self.steps, value=value, **fact)
         else:
@@ -447,7 +446,8 @@ class Tracer:
         """The facts as JSON-ready data."""
         ops = [{"line": line, "op": op, "devices": list(devices), "calls": n}
                for (line, op, devices), n in sorted(self.ops.items(), key=lambda kv: kv[0][0])]
-        return {"events": self.events, "counts": self.counts, "losses": self.losses, "steps": self.steps,
+        return {"events": self.events, "counts": self.counts, "losses": self.losses + list(self.losses_tail),
+                "steps": self.steps,
                 "forwards": self.forwards, "batches": self.batches, "ops": ops}
 
 
@@ -471,7 +471,8 @@ class PlacementMode(TorchFunctionMode):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
             if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
-                self.tracer.count_op(caller.f_lineno, name, ("cpu",) if _tensors((args, kwargs)) else ())
+                tensors = _tensors((args, kwargs))
+                self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
             if self.tracer.simulated:
                 return func(*args, **kwargs)
             return self.tracer.run_recording_mismatch(func, name, args, kwargs)
@@ -494,4 +495,3 @@ def _marked(args) -> bool:
     return False
 
 
-_ = weakref  # (kept importable for probes that want weak references to learner objects)
