@@ -113,7 +113,8 @@ def idle_child_uss(runner: BlockingRunner) -> dict:
         job_procs += [g.memory_full_info().uss for g in child.children()]
     mb = lambda b: round(b / 1e6, 1)  # noqa: E731
     return {"idle_children": len(job_procs), "idle_child_uss_mb": mb(max(job_procs, default=0)),
-            "idle_outer_uss_mb": mb(max(outer, default=0)), "server_uss_mb": mb(server_uss)}
+            "idle_outer_uss_mb": mb(max(outer, default=0)), "server_uss_mb": mb(server_uss),
+            "server_rss_mb": mb(server.memory_info().rss)}
 
 
 def run() -> dict:
@@ -121,12 +122,14 @@ def run() -> dict:
     with BlockingRunner(settings(runner_concurrency=1, sandbox_prefork=2)) as runner:
         warm = measure_warm(runner)
         memory = idle_child_uss(runner)
-        isolation = {k: v for k, v in runner.runner.info.get("layers", {}).items()}
+        isolation = dict(runner.runner.info.get("layers", {}))
+        mode = runner.runner.info.get("mode", "?")
     cold = measure_cold()
     throughput = {f"c{c}": measure_throughput(c) for c in (2, 8)}
     speedup = round(cold["p50_ms"] / warm["p50_ms"], 1)
     figures = {
         "cold": cold, "warm": warm, "speedup_x": speedup, "throughput": throughput, "memory": memory,
+        "isolation_mode": mode,
         "isolation_layers_on": sum(isolation.values()), "isolation_layers_total": len(isolation),
         "targets": TARGETS,
         "met": {"warm_p50_ms": warm["p50_ms"] < TARGETS["warm_p50_ms"], "speedup_x": speedup >= TARGETS["speedup_x"],
@@ -153,9 +156,9 @@ def table(f: dict) -> str:
           for t in f["throughput"].values()],
         ("idle pre-forked child USS", f"{f['memory']['idle_child_uss_mb']} MB",
          f"target < {TARGETS['idle_child_uss_mb']:.0f} MB: {ok('idle_child_uss_mb')}"),
-        ("  its outer supervisor / the server", f"{f['memory']['idle_outer_uss_mb']} MB",
-         f"{f['memory']['server_uss_mb']} MB"),
-        ("isolation layers on", f"{f['isolation_layers_on']}/{f['isolation_layers_total']}",
+        ("  its outer supervisor (USS)", f"{f['memory']['idle_outer_uss_mb']} MB", ""),
+        ("  the fork server (RSS, shared with children)", f"{f['memory']['server_rss_mb']} MB", ""),
+        (f"isolation ({f['isolation_mode']}): layers on", f"{f['isolation_layers_on']}/{f['isolation_layers_total']}",
          f"{f['machine']['cpus']} CPUs, load {f['machine']['load_avg_1m']}"),
     ]
     width = max(len(r[0]) for r in rows)

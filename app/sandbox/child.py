@@ -164,8 +164,9 @@ def _mirror_exit(pid: int) -> None:
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(-code, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, blocked or reset
+            signal.signal(-code, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
         os.kill(os.getpid(), -code)
         code = 128 - code
     os._exit(code & 0xFF)

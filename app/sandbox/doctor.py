@@ -69,7 +69,8 @@ def format_report(report: dict) -> str:
     """Render the doctor report as text for a terminal."""
     server, probe, host = report["server"], report["probe"], report["host"]
     lines = [f"Host: running as {'root' if host['uid'] == 0 else 'uid ' + str(host['uid'])}; user namespaces "
-             f"{'available' if host['user_namespaces'] else 'unavailable'}", "Sandbox isolation layers:"]
+             f"{'available' if host['user_namespaces'] else 'unavailable'}",
+             f"Sandbox mode: {server.get('mode', '?')}", "Sandbox isolation layers:"]
     for name, on in server.get("layers", {}).items():
         lines.append(f"  [{'on ' if on else 'OFF'}] {name}")
     lines.append(f"  cgroups: {server.get('cgroup_version', 'none')} {server.get('cgroup_note') or ''}".rstrip())

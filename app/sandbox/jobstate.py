@@ -48,6 +48,7 @@ class RunningJob:
         self.limit_hit: str | None = None
         self.cancelled = False
         self.killed = False  # SIGKILL sent; waiting for the processes to be reaped
+        self.noted = False  # a [sandbox] marker line was added
         self.status: int | None = None  # raw wait status of the outer child
         self.cpu_s: float | None = None
         self.batch: list[list[str]] = []
@@ -91,6 +92,7 @@ class RunningJob:
     def note(self, message: str) -> None:
         """Add a sandbox marker line to stderr (it does not count against the output cap)."""
         self.flush()
+        self.noted = True
         self._emit("stderr", f"[sandbox] {message}".encode(), True)
         self._send_batch()
 
@@ -130,7 +132,7 @@ class RunningJob:
             status, message = "cancelled", "cancelled before it finished"
         elif limit:
             status, message = "limit", limit_message(limit, self.limits)
-            if limit not in ("wall", "cpu", "output"):  # those were noted when the job was stopped
+            if not self.noted:  # wall, CPU and output limits are noted when the server stops the job
                 self.note(message)
         elif exit_code == 0:
             status, message = "ok", "exited normally"

@@ -240,13 +240,15 @@ class ForkServer:
         """Collect every exited child; finish the jobs whose outer child exited."""
         while True:
             try:
-                pid, status, _ = os.wait4(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             proc = self.children.pop(pid, None)
             if proc is not None:
+                # the outer child waited for the job process, so its usage includes the job's CPU time
+                proc.cpu_s = usage.ru_utime + usage.ru_stime
                 self.finish(proc, status)
 
     def finish(self, proc, status: int) -> None:
@@ -278,8 +280,7 @@ class ForkServer:
         job.status = status
         self.drain(proc)
         cg = proc.cgroup
-        if cg is not None:
-            job.cpu_s = cg.cpu_seconds()
+        job.cpu_s = cg.cpu_seconds() if cg is not None else getattr(proc, "cpu_s", None)
         setup_error = None
         if not proc.ready:
             setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")

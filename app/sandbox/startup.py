@@ -30,12 +30,12 @@ def describe(ctx, cgroups, config: dict, defaults, prefork: int, refuse: str | N
     has = lambda c: bool(cgroups and c in cgroups.controllers)  # noqa: E731
     return {
         "uid": os.getuid(), "isolate": iso, "unsafe_dev": bool(config.get("unsafe_dev")),
+        "mode": "user namespace (no root)" if ctx.userns else "root" if iso else "NO ISOLATION",
         "layers": {
             "mount namespace + read-only root": iso, "pid namespace": iso, "network namespace": iso,
             "ipc namespace": iso, "uts namespace": iso, "cgroup namespace": iso,
             "private tmpfs (/tmp, /var/tmp, /dev/shm)": iso,
             "seccomp filter": ctx.seccomp is not None, "unprivileged uid per slot": iso and not ctx.userns,
-            "user namespace (no root needed)": ctx.userns,
             "rlimits": True, "cgroup memory": has("memory"), "cgroup pids": has("pids"), "cgroup cpu": has("cpu"),
         },
         "cgroup_version": cgroups.version if cgroups else "none",

@@ -147,7 +147,9 @@ def test_without_root_a_user_namespace_isolates_the_job(sandbox_settings):
         info = sbx.runner.info
         r = sbx.run_code(USERNS_PROBE.replace("__ROOT__", str(ROOT)))
         slow = sbx.run_code("import time\ntime.sleep(30)", wall_s=1)
-    assert info["refuse"] is None and info["layers"]["user namespace (no root needed)"]
+        spin = sbx.run_code("while True: pass", cpu_s=1)  # no cgroup here: the rlimit, then the rusage, tell
+    assert (spin.status, spin.limit_hit) == ("limit", "cpu") and "CPU time limit of 1 s" in spin.stderr
+    assert info["refuse"] is None and info["mode"] == "user namespace (no root)"
     assert not info["layers"]["unprivileged uid per slot"] and not info["layers"]["cgroup memory"]
     first, passwd, source, denied = r.stdout.splitlines()
     assert first == "1 sandbox 0000000000000000 0000000000000000"  # pid 1, own uts ns, no capabilities at all

@@ -5,12 +5,8 @@ One TorchFunctionMode sees every torch call made from Python. It
 * records facts for the grader: moves (`.to`/`.cuda`/`.cpu`), host reads (`.item()`, `.tolist()`, `.numpy()`,
   printing a tensor), `backward()` with the loss value, loss-function calls, mismatches; each with the learner's
   line and the learner's variable names for the tensors involved;
-* on a CPU-only host, simulates the accelerator with *logical device labels*: a tensor created with
-  `device="cuda"`, moved with `.to(device)`/`.cuda()`, or computed from such tensors carries the label
-  `cuda:0` (the attribute `_pt_dev`) while its data stays in host memory. `x.device`, `x.is_cuda` and the
-  tensor's repr answer from the label, `.numpy()` refuses like CUDA does, and an op that meets a labelled tensor
-  and an unlabelled non-scalar tensor raises the RuntimeError a GPU would (wording.py). On a host with CUDA
-  nothing is simulated: tensors really live on the GPU and torch raises its own errors.
+* on a CPU-only host, simulates the accelerator with logical device labels (simulation.py); on a host with
+  CUDA nothing is simulated: tensors really live on the GPU and torch raises its own errors.
 
 Module forward pre-hooks, a DataLoader iterator patch, Module.to wrappers and optimizer step hooks add the
 facts a training loop is graded on.
@@ -20,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import sys
 
 import torch
@@ -29,6 +24,7 @@ import torch.utils.data.dataloader
 from torch.overrides import TorchFunctionMode
 
 from app.sandbox.harness import wording
+from app.sandbox.harness.simulation import MIXING_ALLOWED, Simulation, normalise, tensors_in
 
 HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 # frames that are torch's own torch-function plumbing (between the learner's call and this mode)
@@ -41,8 +37,6 @@ EVENTS_PER_KIND = 200
 OP_KEYS_KEPT = 500
 # loss values kept: the first ones and the last ones (together they say whether "the loss went down")
 LOSS_VALUES_HEAD = LOSS_VALUES_TAIL = 1000
-_ORIG_TENSOR_TO = torch._C.TensorBase.to
-_ORIG_PARAMETER_NEW = torch.nn.Parameter.__new__
 _ORIG_MODULE = {name: getattr(torch.nn.Module, name) for name in ("to", "cuda", "cpu")}
 _MOVES = {"to", "cuda", "cpu", "type_as"}
 _HOST_READS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__"}
@@ -50,42 +44,13 @@ _LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l
                    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
                    "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss", "margin_ranking_loss",
                    "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_embedding_loss"}
-# calls that may take host and accelerator tensors together (copies, indexing with host indices, printing)
-_MIXING_ALLOWED = {"__setitem__", "copy_", "__deepcopy__", "__reduce_ex__", "__repr__", "__format__",
-                   "__setstate__", "__get__", "__set__", "is_pinned", "pin_memory"}
 # tensor properties that answer from, or carry, a device label
 _LABELLED_PROPERTIES = {"device", "is_cuda", "is_mps", "is_cpu", "grad", "data", "T", "mT", "H", "mH", "real", "imag"}
 # calls the tracer must always see, labelled inputs or not
 _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward", "pin_memory"}
-_REPR_SUFFIX = re.compile(r"(, (?:size|dtype|layout|grad_fn|requires_grad|names)=.*)?\)\Z", re.S)
 
 
-def normalise(device) -> torch.device:
-    """Return a torch.device with an explicit index for accelerators ("cuda" -> cuda:0, 1 -> cuda:1)."""
-    if isinstance(device, int):
-        return torch.device("cuda", device)
-    d = torch.device(device)
-    return torch.device(d.type, d.index or 0) if d.type != "cpu" else d
-
-
-def _tensors(obj, out: list | None = None) -> list[torch.Tensor]:
-    """Every tensor in nested tuples/lists/dicts (a hand-written walk: pytree costs ~10x more per call)."""
-    if out is None:
-        out = []
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            if isinstance(item, (torch.Tensor, list, tuple, dict)):
-                _tensors(item, out)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            if isinstance(item, (torch.Tensor, list, tuple, dict)):
-                _tensors(item, out)
-    return out
-
-
-class Tracer:
+class Tracer(Simulation):
     """All placement facts of one job, and the switches that install the tracing."""
 
     def __init__(self, learner_file: str, *, simulated: bool, accelerator: str = "cuda:0"):
@@ -183,14 +148,6 @@ class Tracer:
                 pass
             self.mode = None
 
-    def _patch_parameter(self) -> None:
-        def parameter_new(cls, data=None, requires_grad=True):
-            param = _ORIG_PARAMETER_NEW(cls, data, requires_grad)
-            if isinstance(data, torch.Tensor) and data.__dict__.get("_pt_dev"):
-                param._pt_dev = data._pt_dev  # nn.Linear(..., device="cuda") builds its weight this way
-            return param
-        torch.nn.Parameter.__new__ = staticmethod(parameter_new)
-
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader
         tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
@@ -199,9 +156,9 @@ class Tracer:
             batch = orig_next(it)
             index = tracer.batches
             tracer.batches += 1
-            for t in _tensors(batch):
+            for t in tensors_in(batch):
                 t._pt_batch, t._pt_moved = index, False
-            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in _tensors(batch)}))
+            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
             return batch
         dataloader._BaseDataLoaderIter.__next__ = __next__
 
@@ -273,18 +230,11 @@ class Tracer:
                     self._label(out, t._pt_dev)
         return out
 
-    @staticmethod
-    def _label(t: torch.Tensor, label: str | None) -> None:
-        if label:
-            t._pt_dev = label
-        else:
-            t.__dict__.pop("_pt_dev", None)
-
     def on_call(self, func, name: str, args, kwargs):
         """One torch call: simulate the accelerator where needed, run it, propagate labels, record facts."""
         frame = self.learner_frame(direct=True)
         if frame is not None:
-            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in _tensors((args, kwargs))[:4]))
+            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in tensors_in((args, kwargs))[:4]))
         if self.simulated:
             if name in _MOVES and args and isinstance(args[0], torch.Tensor):
                 return self._move(func, name, args, kwargs)
@@ -293,7 +243,7 @@ class Tracer:
             if name in ("numpy", "__array__") and args and isinstance(args[0], torch.Tensor):
                 self._refuse_numpy(name, args[0], kwargs)
             target = kwargs.get("device")
-            if target is not None and name not in _MIXING_ALLOWED:
+            if target is not None and name not in MIXING_ALLOWED:
                 return self._factory(func, name, args, kwargs, normalise(target))
             self._check_mixing(func, name, args, kwargs)
         out = self.run_recording_mismatch(func, name, args, kwargs)
@@ -310,83 +260,12 @@ class Tracer:
                 self._record_mismatch(name, args, kwargs, str(exc))
             raise
 
-    def _refuse_numpy(self, name, t, kwargs) -> None:
-        if self.on_accelerator(t) and not kwargs.get("force", False):
-            frame = self.learner_frame()
-            self.record("numpy_on_accelerator", line=frame.f_lineno if frame else None, op=name,
-                        names=self.names_in(frame, t), device=self.device_of(t))
-            raise TypeError(f"can't convert {self.device_of(t)} device type tensor to numpy. "
-                            "Use Tensor.cpu() to copy the tensor to host memory first.")
-
-    def _check_mixing(self, func, name, args, kwargs) -> None:
-        if name in _MIXING_ALLOWED:
-            return
-        tensors = _tensors((args, kwargs))
-        on_accel = [t for t in tensors if self.on_accelerator(t)]
-        if not on_accel or not any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors):
-            return
-        message = wording.mismatch_message(func, args, kwargs, self.on_accelerator, self.device_of(on_accel[0]))
-        if message:
-            self._record_mismatch(name, args, kwargs, message)
-            raise RuntimeError(message)
-
-    def _record_mismatch(self, name, args, kwargs, message) -> None:
-        frame = self.learner_frame()
-        self.record("mismatch", line=frame.f_lineno if frame else None, op=name, message=message,
-                    tensors=[self.describe(t, frame) for t in _tensors((args, kwargs))][:6])
-
-    def _factory(self, func, name, args, kwargs, target: torch.device):
-        if target.type == "cpu":
-            return self._finish(func, name, args, kwargs, func(*args, **kwargs))
-        out = func(*args, **{**kwargs, "device": "cpu"})
-        for t in _tensors(out):
-            t._pt_dev = str(target)
-        return self._finish(func, name, args, kwargs, out, propagate=False)
-
-    def _finish(self, func, name, args, kwargs, out, propagate=True):
-        if propagate:
-            self._propagate(name, args, kwargs, out)
-        self._observe(name, args, kwargs, out)
-        return out
-
-    def _move(self, func, name, args, kwargs):
-        src = args[0]
-        dtype, non_blocking, copy = None, kwargs.get("non_blocking", False), kwargs.get("copy", False)
-        memory_format = kwargs.get("memory_format") or torch.preserve_format
-        if name in ("to", "type_as"):
-            other = args[1] if len(args) > 1 else kwargs.get("other")
-            if isinstance(other, torch.Tensor):
-                target, dtype = torch.device(self.device_of(other)), other.dtype
-            else:
-                parse = {k: v for k, v in kwargs.items() if k != "copy"}  # _parse_to knows every argument but copy
-                device, dtype, non_blocking, parsed_format = torch._C._nn._parse_to(*args[1:], **parse)
-                memory_format = parsed_format or memory_format
-                target = normalise(device) if device is not None else torch.device(self.device_of(src))
-        elif name == "cuda":
-            index = args[1] if len(args) > 1 else kwargs.get("device")
-            target = normalise(index if isinstance(index, int) else (index or "cuda"))
-        else:
-            target = torch.device("cpu")
-        current = self.device_of(src)
-        moving = str(target) != current
-        out = _ORIG_TENSOR_TO(src, "cpu", dtype=dtype or src.dtype, non_blocking=non_blocking,
-                              copy=bool(copy or moving), memory_format=memory_format)
-        if out is not src:
-            self._label(out, str(target) if target.type != "cpu" else None)
-            for key in ("_pt_batch", "_pt_loss"):
-                if key in src.__dict__:
-                    out.__dict__[key] = src.__dict__[key]
-            if "_pt_batch" in src.__dict__:
-                out._pt_moved = target.type != "cpu" or bool(src.__dict__.get("_pt_moved"))
-        self._observe(name, args, kwargs, out, move=(current, str(target)))
-        return out
-
     def _propagate(self, name, args, kwargs, out) -> None:
         """Outputs live where their inputs live; batch and loss marks follow derived tensors."""
-        outs = [t for t in _tensors(out)]
+        outs = [t for t in tensors_in(out)]
         if not outs:
             return
-        ins = _tensors((args, kwargs))
+        ins = tensors_in((args, kwargs))
         in_ids = {id(t) for t in ins}
         label = next((t.__dict__["_pt_dev"] for t in ins if t.__dict__.get("_pt_dev")), None)
         batch = next((t for t in ins if "_pt_batch" in t.__dict__), None)
@@ -406,7 +285,7 @@ class Tracer:
         if name in _LOSS_FUNCTIONS:
             frame = self.learner_frame()
             self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
-                        inputs=[self.describe(t, frame) for t in _tensors((args, kwargs))][:3])
+                        inputs=[self.describe(t, frame) for t in tensors_in((args, kwargs))][:3])
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
             return
         # printing a tensor gets its own kind, so a long loop of .item() calls cannot crowd it out of the report
@@ -431,16 +310,6 @@ class Tracer:
         else:
             self.record(kind, force=bool(kwargs.get("force", False)),
                         prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
-
-    def repr_with_device(self, t: torch.Tensor, text: str) -> str:
-        """Add the device suffix torch prints for an accelerator tensor to a host tensor's repr."""
-        label = t.__dict__.get("_pt_dev") if self.simulated else None
-        if not label or "device=" in text:
-            return text
-        match = _REPR_SUFFIX.search(text)
-        if match is None:
-            return text
-        return text[:match.start()] + f", device='{label}'" + text[match.start():]
 
     def report(self) -> dict:
         """The facts as JSON-ready data."""
@@ -471,7 +340,7 @@ class PlacementMode(TorchFunctionMode):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
             if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
-                tensors = _tensors((args, kwargs))
+                tensors = tensors_in((args, kwargs))
                 self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
             if self.tracer.simulated:
                 return func(*args, **kwargs)
