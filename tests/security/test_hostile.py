@@ -320,3 +320,9 @@ def test_cannot_raise_its_own_limits(sandbox):
     r = run(sandbox, "signal_escape")
     assert "RAISED" not in r.stdout
     assert "cgroup ['" in r.stdout and ":/sys" not in r.stdout
+
+
+def test_x32_abi_cannot_bypass_the_filter(sandbox):
+    r = run(sandbox, "x32_abi_socket")
+    assert "OPENED" not in r.stdout and r.stdout.startswith("trying")
+    assert r.signal == 31 or "denied" in r.stdout  # libseccomp kills x32 calls (SIGSYS) on an x86_64 filter
