@@ -7,7 +7,7 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 
 # A toy regression problem: y = 3x - 1, plus a little noise.
-X = torch.linspace(-1, 1, 256).unsqueeze(1)
+X = torch.linspace(-1, 1, 128).unsqueeze(1)
 Y = 3 * X - 1 + 0.1 * torch.randn_like(X)
 loader = DataLoader(TensorDataset(X, Y), batch_size=32, shuffle=True)
 
