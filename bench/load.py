@@ -1,0 +1,106 @@
+"""Throughput under load: many learners submitting while others read lessons, against the real server.
+
+`load_run` is shared by the short load test in `make test` (tests/load/) and the full run here in `make bench`
+(32 submitters x 10 solutions, 50 readers). It reports verdicts per second, submission latency, reader latency,
+and how many accepted submissions were lost (no verdict, or a verdict that the database does not hold).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from bench.clients import EXERCISES, Learner, ReaderStats, read_pages, solutions
+from bench.servers import site_server
+
+SUBMITTERS = 32
+PER_SUBMITTER = 10
+READERS = 50
+# submissions per minute per learner must not be what limits a load test
+SERVER_ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute"}
+
+
+async def _submitter(base: str, n: int, count: int, codes: dict[str, str]) -> dict:
+    async with Learner(base) as learner:
+        outcomes = []
+        for i in range(count):
+            slug = EXERCISES[(n + i) % len(EXERCISES)]
+            outcomes.append(await learner.submit(slug, codes[slug]))
+        stored = []
+        for o in outcomes:
+            if o.submission_id:
+                response = await learner.request("GET", f"/api/submissions/{o.submission_id}")
+                stored.append((o.submission_id, response.status_code, response.json().get("status")))
+        return {"outcomes": outcomes, "stored": stored, "progress": await learner.progress()}
+
+
+async def load_run(base: str, *, submitters: int, per_submitter: int, readers: int) -> dict:
+    """Run submitters and readers at once against base; return every outcome and the reader stats."""
+    codes = solutions()
+    stop = asyncio.Event()
+    reads = ReaderStats()
+    reading = asyncio.create_task(read_pages(base, readers, stop, reads))
+    start = time.perf_counter()
+    try:
+        learners = await asyncio.gather(*(_submitter(base, n, per_submitter, codes) for n in range(submitters)))
+    finally:
+        elapsed = time.perf_counter() - start
+        stop.set()
+        await reading
+    return {"learners": learners, "reads": reads, "seconds": elapsed}
+
+
+def lost(learner: dict) -> int:
+    """Count accepted submissions that came back without a final verdict or are not stored as finished."""
+    finals = {"passed", "failed", "error", "timeout", "rejected"}
+    missing = sum(1 for o in learner["outcomes"] if o.http_status == 202 and not (o.verdict or {}).get("status") in finals)
+    unstored = sum(1 for _id, code, status in learner["stored"] if code != 200 or status not in finals)
+    return missing + unstored
+
+
+def summarise(run: dict) -> dict:
+    """Turn a load run into figures."""
+    outcomes = [o for learner in run["learners"] for o in learner["outcomes"]]
+    verdicts = [o for o in outcomes if o.verdict]
+    latencies = sorted(o.seconds * 1000 for o in verdicts)
+    pct = lambda p: latencies[min(len(latencies) - 1, int(round(p / 100 * (len(latencies) - 1))))]  # noqa: E731
+    return {
+        "submissions": len(outcomes),
+        "verdicts": len(verdicts),
+        "passed": sum(1 for o in verdicts if o.verdict["status"] == "passed"),
+        "verdicts_per_s": round(len(verdicts) / run["seconds"], 2),
+        "submission_p50_ms": round(pct(50), 1) if latencies else None,
+        "submission_p95_ms": round(pct(95), 1) if latencies else None,
+        "lost_submissions": sum(lost(learner) for learner in run["learners"]),
+        "server_errors": sum(1 for o in outcomes if o.http_status >= 500)
+        + sum(n for code, n in run["reads"].statuses.items() if code >= 500),
+        "page_reads": len(run["reads"].latencies_ms),
+        "page_p99_under_load_ms": round(run["reads"].pct(99), 1),
+        "page_p50_under_load_ms": round(run["reads"].pct(50), 1),
+        "seconds": round(run["seconds"], 1),
+    }
+
+
+def run(submitters: int = SUBMITTERS, per_submitter: int = PER_SUBMITTER, readers: int = READERS,
+        repeats: int = 1) -> dict:
+    """Measure sustained verdict throughput with the real server (median of `repeats` runs)."""
+    rows = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), **SERVER_ENV) as (base, _):
+            rows.append(summarise(asyncio.run(load_run(base, submitters=submitters, per_submitter=per_submitter,
+                                                       readers=readers))))
+    out = {key: statistics.median(r[key] for r in rows) for key in rows[0] if isinstance(rows[0][key], (int, float))}
+    out["lost_submissions"] = sum(r["lost_submissions"] for r in rows)
+    out.update(submitters=submitters, per_submitter=per_submitter, readers=readers, repeats=repeats)
+    out["targets"] = {"lost_submissions": {"target": "== 0", "met": out["lost_submissions"] == 0},
+                      "server_errors": {"target": "== 0", "met": out["server_errors"] == 0}}
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=1))
