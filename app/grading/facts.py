@@ -83,8 +83,11 @@ class Facts:
 def check_runs(facts: Facts) -> CheckResult:
     """`runs`: the file finished without an exception."""
     exc = facts.outcome.get("exception")
-    if facts.outcome.get("finished", False) and exc is None:
+    code = facts.outcome.get("exit_code")
+    if facts.outcome.get("finished", False) and exc is None and code in (0, None):
         return check("runs", True)
+    if exc is None and facts.outcome.get("system_exit"):
+        return check("runs", False, f"the program stopped itself with `sys.exit({code!r})`; let it run to its end.")
     if exc is None:
         return check("runs", False, "the program did not finish.")
     return check("runs", False, f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])} "

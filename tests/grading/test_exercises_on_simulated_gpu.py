@@ -106,3 +106,9 @@ def test_endless_loop_times_out_under_the_exercise_limit(grading_runner, exercis
     verdict = grading_runner.call(grade_submission(quick, "while True:\n    pass\n", grading_runner.runner))
     assert verdict.status == "timeout"
     assert all(not c.passed and "stopped" in c.message for c in verdict.checks)
+
+
+def test_sys_exit_with_an_error_status_fails_runs(grade, exercises):
+    verdict = grade("same-device", exercises["same-device"].solution + "\nimport sys\nsys.exit(3)\n")
+    runs = next(c for c in verdict.checks if c.id == "runs")
+    assert not runs.passed and "sys.exit(3)" in runs.message
