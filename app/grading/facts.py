@@ -109,7 +109,7 @@ def check_same_device(facts: Facts) -> CheckResult:
     if host_name:
         var = host_name.strip("`")
         what = f"{host_name} (on cpu) and {accel_name} (on {facts.accelerator}) met in one operation"
-        fix = f"Move it to the device first: `{var} = {var}.to(device)`."
+        fix = f"Move it to the device first: `{var} = {var}.to(device)`." + discarded_move_note(facts, var)
     else:
         what = f"{accel_name} (on {facts.accelerator}) met a tensor on the host (cpu) in one operation"
         fix = ("Whatever is still on the host needs `.to(device)`: often a model's parameters "
@@ -117,6 +117,16 @@ def check_same_device(facts: Facts) -> CheckResult:
     message = first_line(m.get("message", ""))
     return check("same_device", False, f"{at(m.get('line'))}{what}; a GPU raises RuntimeError: {message}"
                                        f"{'' if message.endswith(('!', '.')) else '.'} {fix}", m.get("line"))
+
+
+def discarded_move_note(facts: Facts, var: str) -> str:
+    """' (Line 9 moved a copy of `x` and dropped it ...)' when the learner called .to() without keeping the result."""
+    for e in facts.events("move"):
+        if var in (e.get("names") or []) and facts.on_accelerator(e.get("dst_device")) \
+                and not facts.on_accelerator(e.get("src_device")):
+            return (f" (Line {e['line']} made a copy of `{var}` on the device and dropped it: `.{e['op']}()` returns "
+                    f"a new tensor and leaves `{var}` where it was.)")
+    return ""
 
 
 def first_line(text: str) -> str:

@@ -1,6 +1,6 @@
 """Decide training-loop's checks from the placement trace (runs outside the sandbox)."""
 
-from app.grading.facts import Facts, at, check, check_runs, check_same_device, name_of
+from app.grading.facts import Facts, at, check, check_runs, check_same_device, discarded_move_note, name_of
 
 # the loss "went down" when the mean of the last quarter of losses is below this share of the first quarter's
 LOSS_DROP = 0.95
@@ -75,7 +75,8 @@ def _batch_on_device(facts: Facts):
             var = name_of(bad[0], "the batch")
             where = "the model lives on the device" if e.get("has_params") and all(
                 facts.on_accelerator(d) for d in e.get("param_devices", [])) else "it should be on the device"
-            move = f" Move the batch: `{var.strip('`')} = {var.strip('`')}.to(device)`." if bad[0].get("names") \
+            move = f" Move the batch: `{var.strip('`')} = {var.strip('`')}.to(device)`." \
+                + discarded_move_note(facts, var.strip('`')) if bad[0].get("names") \
                 else " Move each batch with `.to(device)` inside the loop."
             return check("batch_on_device", False,
                          f"{at(e['line'])}{var} reached `{e['module']}` on the host; {where}.{move}", e["line"])

@@ -112,3 +112,9 @@ def test_sys_exit_with_an_error_status_fails_runs(grade, exercises):
     verdict = grade("same-device", exercises["same-device"].solution + "\nimport sys\nsys.exit(3)\n")
     runs = next(c for c in verdict.checks if c.id == "runs")
     assert not runs.passed and "sys.exit(3)" in runs.message
+
+
+def test_dropped_to_result_is_named(grade):
+    code = (ROOT / "exercises/same-device/wrong/unassigned_to.py").read_text()
+    same = next(c for c in grade("same-device", code).checks if c.id == "same_device")
+    assert "Line 10 made a copy of `x` on the device and dropped it" in same.message
