@@ -2,6 +2,12 @@
 
 `main(payload, report_fd)` is what a sandboxed child calls once it is isolated. The fork server imports this
 package before forking, so the child never needs to read project files (which its mount namespace hides).
+
+    grade.py         grading mode: run the learner's file under the tracer, then the exercise's probe; one report
+    placement.py     the tracer (a TorchFunctionMode plus module, optimizer and DataLoader hooks)
+    simulation.py    logical device labels: a CUDA GPU on a host without one
+    availability.py  what torch.cuda / torch.backends.mps / torch.accelerator say is available
+    wording.py       torch 2.13's own words for a device mismatch (from cuda_device_checks.json)
 """
 
 from __future__ import annotations
