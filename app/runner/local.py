@@ -23,6 +23,8 @@ log = logging.getLogger("course.runner")
 
 # seconds; importing torch and the warm-up step take ~2 s on an idle machine, far longer on a loaded one
 SERVER_START_TIMEOUT_S = 180
+# seconds past a job's wall-clock limit after which the server is presumed stuck and replaced
+SERVER_HANG_GRACE_S = 30
 # seconds to wait for the server to exit after its socket is closed, before it is killed
 SERVER_STOP_TIMEOUT_S = 10
 # The fork server's whole environment: no secrets, nothing from the app's process. NVML-based CUDA checks keep
@@ -100,6 +102,7 @@ class LocalRunner:
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
         self._avg_s = 1.0  # seconds per job, a moving average behind the busy refusal's retry hint
+        self.hang_grace_s = SERVER_HANG_GRACE_S
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -270,7 +273,13 @@ class LocalRunner:
         self._writer.write(protocol.encode(  # type: ignore[union-attr]
             {"op": "run", "id": handle.id, "payload": handle.job.payload(), "limits": limits}))
         await self._writer.drain()  # type: ignore[union-attr]
-        await handle.result()
+        try:
+            await asyncio.wait_for(handle.result(), handle.limits.wall_s + self.hang_grace_s)
+        except asyncio.TimeoutError:  # the server enforces the wall clock; if it did not answer, it is stuck
+            log.error("sandbox server %s did not finish job %s in time; restarting it", self.server_pid, handle.id)
+            if self._proc is not None and self._proc.returncode is None:
+                self._proc.kill()  # the read loop fails the jobs in flight and starts a new server
+            await handle.result()
         self._avg_s = 0.8 * self._avg_s + 0.2 * (time.monotonic() - started)
 
     async def _cancel(self, handle: LocalJobHandle) -> None:

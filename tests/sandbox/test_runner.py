@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import time
@@ -101,6 +102,26 @@ def test_server_restarts_after_being_killed_and_fails_in_flight_jobs(narrow):
     after = narrow.run_code("print('back')")
     assert after.status == "ok" and after.stdout == "back\n"
     assert narrow.runner.server_pid != first_pid and narrow.runner.restarts == 1
+
+
+def test_a_stuck_server_is_replaced(narrow):
+    runner, restarts = narrow.runner, narrow.runner.restarts
+    runner.hang_grace_s = 1
+
+    async def freeze_during_job():
+        handle = await runner.submit(Job(code="import time\nprint('up', flush=True)\ntime.sleep(30)",
+                                         limits=dataclasses.replace(runner.limits, wall_s=1)))
+        async for _ in handle.events():
+            os.kill(runner.server_pid, signal.SIGSTOP)  # a hung server: it never answers
+            break
+        return await handle.result()
+
+    try:
+        stuck = narrow.call(freeze_during_job())
+    finally:
+        runner.hang_grace_s = 30
+    assert stuck.status == "error" and "stopped unexpectedly" in stuck.message
+    assert narrow.run_code("print('fresh')").stdout == "fresh\n" and runner.restarts == restarts + 1
 
 
 NO_ROOT_NO_USERNS = {"as_unprivileged": True, "no_userns": True}
