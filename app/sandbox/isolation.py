@@ -126,6 +126,12 @@ def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount may propagate back to the host
     _tmpfs(staging, 1 << 20, mode="0755")
     new = staging.rstrip("/")
+    for d in ("/tmp", "/var/tmp", "/dev", "/proc", "/.old"):
+        os.makedirs(new + d, exist_ok=True)
+    # The private tmpfs go in first: a venv that lives under /tmp (a checkout in /tmp) is then bound on top of
+    # it, read-only, instead of being hidden by it.
+    _tmpfs(new + "/tmp", tmpfs_bytes)
+    _tmpfs(new + "/var/tmp", tmpfs_bytes)
     for d in plan.dirs:
         os.makedirs(new + d, exist_ok=True)
         _bind_ro(d, new + d)
@@ -134,10 +140,6 @@ def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int) -> None:
         _bind_ro(f, new + f)
     for link, target in plan.links.items():
         os.symlink(target, new + link)
-    for d in ("/tmp", "/var/tmp", "/dev", "/proc", "/.old"):
-        os.makedirs(new + d, exist_ok=True)
-    _tmpfs(new + "/tmp", tmpfs_bytes)
-    _tmpfs(new + "/var/tmp", tmpfs_bytes)
     _tmpfs(new + "/dev", DEV_TMPFS_BYTES, mode="0755", extra=MS_NOEXEC)
     for dev in DEVICES:
         _touch(f"{new}/dev/{dev}")

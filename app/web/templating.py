@@ -37,6 +37,8 @@ def _digest(path: Path, mtime: float) -> str:
 
 def asset(name: str) -> str:
     """Return the URL of a file under static/ with a content hash, so browsers may cache it forever."""
+    if not _env.auto_reload:  # production: static files do not change under a running server
+        return _frozen_asset(_static_dir, name)
     path = _static_dir / name
     try:
         return f"/static/{name}?v={_digest(path, path.stat().st_mtime)}"
@@ -44,11 +46,23 @@ def asset(name: str) -> str:
         return f"/static/{name}"
 
 
+@lru_cache(maxsize=128)
+def _frozen_asset(static_dir: Path, name: str) -> str:
+    path = static_dir / name
+    try:
+        return f"/static/{name}?v={_digest(path, path.stat().st_mtime)}"
+    except OSError:
+        return f"/static/{name}"
+
+
+# Prompts and starter code are the same text on every request: render each once (a lesson page shows several).
+@lru_cache(maxsize=512)
 def markdown_filter(text: str) -> Markup:
     """Render Markdown (an exercise prompt) to HTML with the lessons' renderer."""
     return Markup(render_markdown(text or ""))
 
 
+@lru_cache(maxsize=512)
 def highlight_filter(code: str, lang: str = "python") -> Markup:
     """Highlight code on the server with Pygments."""
     return Markup(highlight_code(code or "", lang))
