@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     submission_rate_limit: str = "30/minute"
     # characters; a comment is a message, not an essay
     comment_max_chars: int = 5000
+    # bytes of one request body, refused with 413 before it is read; above the largest program as JSON
+    # (sandbox_source_bytes, up to 6x when escaped) and the longest comment, far below what hurts memory
+    max_body_bytes: int = 1 * MiB
 
     # --- runner (the queue in front of the sandbox)
     runner: Literal["local", "celery"] = "local"

@@ -14,6 +14,7 @@ from app.web import comments as comment_routes
 from app.web import deps, lessons, templating
 from app.web import exercises as exercise_routes
 from app.web import progress as progress_routes
+from app.web.limits import BodyLimitMiddleware
 
 
 def create_app(settings: Settings | None = None, *, watch_content: bool = False) -> FastAPI:
@@ -40,6 +41,7 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan)
     app.state.settings = settings
     deps.install(app, settings)  # database, sessions, identity, CSRF on every unsafe route, rate limiter
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)  # outermost: before any reading
     app.state.course = course
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.add_exception_handler(404, lessons.not_found)
