@@ -42,7 +42,7 @@ def _content_error_page(request: Request, course: Course):
     return render(request, "errors/content.html", status_code=500, errors=[str(e) for e in course.errors])
 
 
-@router.get("/", name="index")
+@router.get("/", name="index", include_in_schema=False)  # HTML pages are not the JSON API
 def index(request: Request, course: CourseDep):
     """List the lessons in course order."""
     if course.errors:
@@ -50,7 +50,7 @@ def index(request: Request, course: CourseDep):
     return render(request, "lessons/index.html", course=course, lessons=course.lessons)
 
 
-@router.get("/lessons/{slug}", name="lesson")
+@router.get("/lessons/{slug}", name="lesson", include_in_schema=False)
 def show_lesson(slug: str, request: Request, course: CourseDep):
     """Show one lesson with its exercises, or the friendly 404 page."""
     if course.errors:
