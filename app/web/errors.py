@@ -1,0 +1,45 @@
+"""Answers for refusals the framework makes before a route runs, reworded so a person can act on them."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.exception_handlers import http_exception_handler
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+
+# FastAPI's words when a JSON body cannot be decoded (e.g. it is not UTF-8)
+FASTAPI_PARSE_ERROR = "There was an error parsing the body"
+
+# documented on every operation: any request may be refused for its body before a route reads it
+COMMON_RESPONSES = {400: {"description": "The body is not UTF-8 JSON"},
+                    413: {"description": "The body is over COURSE_MAX_BODY_BYTES"}}  # fmt: skip
+
+
+async def bad_request(request: Request, exc: HTTPException):
+    """Answer 400; FastAPI's own "error parsing the body" says what is wrong and what to send instead."""
+    if exc.detail == FASTAPI_PARSE_ERROR:
+        exc = HTTPException(400, "The request body could not be read as JSON: it must be UTF-8 text holding one "
+                                 "JSON object. Fix the encoding and send it again.", headers=exc.headers)
+    return await http_exception_handler(request, exc)
+
+
+async def method_not_allowed(request: Request, exc: HTTPException):
+    """Answer 405 with every method this path accepts in Allow (Starlette names only the first route's)."""
+    methods = set()
+    for route in _leaf_routes(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    allow = ", ".join(sorted(methods)) or (exc.headers or {}).get("Allow", "")
+    detail = f"{request.method} is not allowed here; this address accepts {allow or 'no method'}."
+    return await http_exception_handler(request, HTTPException(405, detail, headers={"Allow": allow}))
+
+
+def _leaf_routes(routes):
+    """Yield every route, looking inside included routers (FastAPI keeps them as one nested entry each)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _leaf_routes(inner.routes)
+        else:
+            yield route
