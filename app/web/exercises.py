@@ -71,6 +71,8 @@ def owned_submission(submission_id: str, request: Request, learner: LearnerId, u
 
 ExerciseDep = Annotated[Exercise, Depends(get_exercise)]
 OwnedSubmission = Annotated[Submission, Depends(owned_submission)]
+NO_EXERCISE = {404: {"description": "No such exercise"}}
+NOT_YOURS = {404: {"description": "No such submission, or another learner's"}}
 SubmissionRateLimit = Depends(rate_limit("submission_rate_limit", "submit", per="learner", what="submissions"))
 
 
@@ -141,19 +143,19 @@ async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) ->
             "events": f"/api/submissions/{submission_id}/events"}
 
 
-@router.get("/api/exercises/{slug}/submissions")
+@router.get("/api/exercises/{slug}/submissions", responses=NO_EXERCISE)
 def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep) -> dict:
     """Return this learner's attempts (newest first), their last code, and the solution once it is earned."""
     return exercise_state(session, learner_id=learner, exercise=exercise)
 
 
-@router.get("/api/submissions/{submission_id}")
+@router.get("/api/submissions/{submission_id}", responses=NOT_YOURS)
 def get_submission(submission: OwnedSubmission) -> dict:
     """Return the submission's Verdict JSON (status "queued"/"running" until it is done), code and timings."""
     return verdict_json(submission)
 
 
-@router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse)
+@router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse, responses=NOT_YOURS)
 async def submission_events(submission: OwnedSubmission, request: Request) -> AsyncIterable[ServerSentEvent]:
     """Stream the run: `output` events ({"stream", "line"}) in order from the first, then one `verdict`.
 
