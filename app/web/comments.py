@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Form, HTTPException, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from app import comments
 from app.models import Comment, User
@@ -87,13 +87,29 @@ class ThreadOut(BaseModel):
     comments: list[CommentOut]
 
 
+def _postable(body: str) -> str:
+    """Refuse a blank body or one with NUL here, so the 422 has the same shape as every validation error."""
+    if not body.strip():
+        raise ValueError("the comment is empty; write something before posting")
+    if "\x00" in body:
+        raise ValueError("the comment contains a NUL character (\\x00); remove it and post again")
+    return body
+
+
+# the pattern documents _postable in the schema (some non-space character, no NUL); _postable enforces it with
+# Python's idea of white space, which a pattern checked by pydantic's Rust regex engine would not share
+CommentBody = Annotated[str, AfterValidator(_postable), Field(
+    description="Markdown; raw HTML is shown as text. Not blank. Limit: settings.comment_max_chars.",
+    json_schema_extra={"pattern": r"^[^\u0000]*\S[^\u0000]*$"})]  # fmt: skip
+
+
 class CommentIn(BaseModel):
-    body: str = Field(description="Markdown; raw HTML is shown as text. Limit: settings.comment_max_chars.")
+    body: CommentBody
     parent_id: int | None = Field(default=None, ge=1, le=MAX_ID, description="Reply to this top-level comment.")
 
 
 class CommentEdit(BaseModel):
-    body: str
+    body: CommentBody
 
 
 class HideIn(BaseModel):
