@@ -11,7 +11,7 @@ from app.config import Settings, get_settings
 from app.runner import make_runner
 from app.web import auth as auth_routes
 from app.web import comments as comment_routes
-from app.web import deps, errors, lessons, templating
+from app.web import deps, errors, lessons, page_cache, templating
 from app.web import exercises as exercise_routes
 from app.web import progress as progress_routes
 from app.web.limits import BodyLimitMiddleware
@@ -40,9 +40,11 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
 
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan, responses=errors.COMMON_RESPONSES)
     app.state.settings = settings
+    app.add_middleware(page_cache.FirstVisitMiddleware)  # added before deps.install: runs inside identity
     deps.install(app, settings)  # database, sessions, identity, CSRF on every unsafe route, rate limiter
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)  # outermost: before any reading
     app.state.course = course
+    app.state.page_cache = page_cache.PageCache()
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.add_exception_handler(404, lessons.not_found)
     app.add_exception_handler(400, errors.bad_request)

@@ -17,6 +17,6 @@ app = FastAPI()
 
 
 @app.get("/plain")
-def plain() -> HTMLResponse:
+async def plain() -> HTMLResponse:
     """Return the pre-rendered lesson bytes."""
     return HTMLResponse(_BODY)

@@ -26,9 +26,13 @@ class Course:
         """Return the lesson with this slug, or None."""
         return next((lesson for lesson in self.lessons if lesson.slug == slug), None)
 
+    def position(self, lesson: Lesson) -> int:
+        """Return the lesson's index in course order (by identity: comparing lessons field by field is slow)."""
+        return next(i for i, candidate in enumerate(self.lessons) if candidate is lesson)
+
     def neighbours(self, lesson: Lesson) -> tuple[Lesson | None, Lesson | None]:
         """Return the previous and next lessons in course order (None at either end)."""
-        i = self.lessons.index(lesson)
+        i = self.position(lesson)
         return (self.lessons[i - 1] if i > 0 else None,
                 self.lessons[i + 1] if i + 1 < len(self.lessons) else None)
 

@@ -7,6 +7,8 @@ import logging
 from contextlib import asynccontextmanager, suppress
 from typing import Annotated
 
+import anyio.to_thread
+
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -14,13 +16,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.config import Settings
 from app.content.course import Course, load_course
 from app.content.schema import ContentInvalid
-from app.web.templating import render
+from app.web import page_cache
+from app.web.templating import render, templates
 
 log = logging.getLogger(__name__)
 router = APIRouter()
 
 
-def get_course(request: Request) -> Course:
+async def get_course(request: Request) -> Course:  # async: a sync dependency costs a thread hop per request
     """Return the course the app loaded at start-up (or last reloaded)."""
     return request.app.state.course
 
@@ -51,16 +54,37 @@ def index(request: Request, course: CourseDep):
 
 
 @router.get("/lessons/{slug}", name="lesson", include_in_schema=False)
-def show_lesson(slug: str, request: Request, course: CourseDep):
-    """Show one lesson with its exercises, or the friendly 404 page."""
+async def show_lesson(slug: str, request: Request):
+    """Show one lesson with its exercises, or the friendly 404 page.
+
+    Async so that a new visitor's page (from page_cache) costs no thread hop; rendering for a known visitor
+    queries the database, so it runs in a worker thread. The course is read from app.state directly: each
+    dependency costs FastAPI a resolution step on every request.
+    """
+    course: Course = request.app.state.course
     if course.errors:
-        return _content_error_page(request, course)
+        return await anyio.to_thread.run_sync(_content_error_page, request, course)
     lesson = course.get(slug)
     if lesson is None:
         return render(request, "errors/404.html", status_code=404, what=f"There is no lesson called “{slug}”.")
     previous, following = course.neighbours(lesson)
-    return render(request, "lessons/lesson.html", course=course, lesson=lesson, exercises=course.exercises,
-                  previous=previous, next=following, number=course.lessons.index(lesson) + 1)
+    context = dict(course=course, lesson=lesson, exercises=course.exercises, previous=previous, next=following,
+                   number=course.position(lesson) + 1)
+    if getattr(request.state, "new_visitor", False) and not request.query_params:
+        cache: page_cache.PageCache = request.app.state.page_cache
+        render_shared = lambda: anyio.to_thread.run_sync(_first_visit_html, request, context)  # noqa: E731
+        page = await cache.page((id(course), lesson.slug), render_shared)
+        return page.response(request.state.csrf_token)
+    return await anyio.to_thread.run_sync(lambda: render(request, "lessons/lesson.html", **context))
+
+
+def _first_visit_html(request: Request, context: dict) -> str:
+    """Render the lesson page every new visitor shares, with the CSRF placeholder where their token goes."""
+    token, request.state.csrf_token = request.state.csrf_token, page_cache.PLACEHOLDER
+    try:
+        return templates.get_template("lessons/lesson.html").render(request=request, **context)
+    finally:
+        request.state.csrf_token = token
 
 
 @router.get("/healthz", name="healthz")

@@ -1,0 +1,122 @@
+"""Rendered lesson pages for first-time visitors, kept in memory.
+
+A visitor who arrives without a session (a new reader, a search engine, most of the traffic of a course site)
+sees a lesson page that differs from every other new visitor's only by its CSRF token: no progress, no attempts,
+the same comment thread. That page is rendered once with a placeholder token and served with the visitor's own
+token put in, so reading a lesson costs a join of bytes instead of a template render and several queries.
+Everyone with a session (returning learners, signed-in users, instructors) gets the page rendered for them.
+
+Every cache forgets everything when a comment is written in this process, and an entry is refreshed after
+`TTL_S` seconds, which bounds how stale a page can be when another web worker wrote the comment. Only one
+request renders a page at a time: the others wait for it (nothing cached yet) or keep getting the previous copy
+(refreshing), so a busy lesson never renders sixty-four times at once when its entry expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy import event
+from starlette.responses import Response
+
+from app.models import Comment
+
+# seconds a cached page may lag behind a comment written by another web worker
+TTL_S = 2.0
+# An unguessable placeholder, so no lesson text can contain it by accident.
+PLACEHOLDER = "csrf-placeholder-" + secrets.token_hex(16)
+
+
+class CachedPage:
+    """A rendered page split around its CSRF placeholder, kept as bytes so serving it is one join."""
+
+    def __init__(self, html: str) -> None:
+        self.parts = html.encode("utf-8").split(PLACEHOLDER.encode())
+        self.born = time.monotonic()
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.born <= TTL_S
+
+    def response(self, csrf_token: str) -> Response:
+        """Return the page as an HTML response carrying this visitor's CSRF token."""
+        return Response(csrf_token.encode().join(self.parts), media_type="text/html; charset=utf-8")
+
+
+class PageCache:
+    """One app's cached first-visit pages, keyed by whatever identifies a page's content."""
+
+    def __init__(self) -> None:
+        self._pages: dict[tuple, CachedPage] = {}
+        self._locks: dict[tuple, asyncio.Lock] = {}
+        self._refreshing: set[tuple] = set()
+        _caches.add(self)
+
+    async def page(self, key: tuple, render: Callable[[], Awaitable[str]]) -> CachedPage:
+        """Return the cached page for key, rendering it (once, whoever asks at the same time) when needed."""
+        page = self._pages.get(key)
+        if page is not None and (page.fresh() or key in self._refreshing):
+            return page
+        if page is not None:  # stale: this request refreshes it; others keep the stale copy meanwhile
+            self._refreshing.add(key)
+            try:
+                return self._store(key, await render())
+            finally:
+                self._refreshing.discard(key)
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            page = self._pages.get(key)
+            return page if page is not None else self._store(key, await render())
+
+    def fresh(self, key: tuple) -> CachedPage | None:
+        """Return the page for key if it is cached and fresh, else None."""
+        page = self._pages.get(key)
+        return page if page is not None and page.fresh() else None
+
+    def _store(self, key: tuple, html: str) -> CachedPage:
+        page = self._pages[key] = CachedPage(html)
+        return page
+
+    def clear(self) -> None:
+        """Forget every page (a comment changed)."""
+        self._pages.clear()
+
+
+_caches: "weakref.WeakSet[PageCache]" = weakref.WeakSet()
+
+
+def invalidate(*_args) -> None:
+    """Forget every cached page of every app in this process."""
+    for cache in list(_caches):
+        cache.clear()
+
+
+for _event in ("after_insert", "after_update", "after_delete"):
+    event.listen(Comment, _event, invalidate)
+
+
+class FirstVisitMiddleware:
+    """Answer a new visitor's GET of a lesson page straight from the cache, before routing.
+
+    Sits inside the identity middleware (which says whether the visitor is new and gives their CSRF token).
+    Only a fresh cached page is served here; anything else goes on to the lesson route, which renders and
+    refreshes the cache. Skipping FastAPI's routing and dependency resolution is most of a cached page's cost.
+    """
+
+    PREFIX = "/lessons/"
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and not scope.get("query_string"):
+            path: str = scope["path"]
+            state = scope.get("state") or {}
+            if path.startswith(self.PREFIX) and state.get("new_visitor"):
+                app_state = scope["app"].state
+                page = app_state.page_cache.fresh((id(app_state.course), path[len(self.PREFIX):]))
+                if page is not None:
+                    return await page.response(state["csrf_token"])(scope, receive, send)
+        await self.app(scope, receive, send)

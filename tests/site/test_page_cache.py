@@ -1,0 +1,45 @@
+"""The first-visit page cache: new visitors share one rendering, each with their own working CSRF token."""
+
+from __future__ import annotations
+
+import re
+
+LESSON = "/lessons/cpu-gpu-border"
+
+
+def _token(html: str) -> str:
+    tokens = set(re.findall(r'name="csrf_token" value="([^"]+)"', html))
+    assert len(tokens) == 1, tokens
+    return tokens.pop()
+
+
+def test_two_new_visitors_get_their_own_token_and_it_works(make_client):
+    first, second = make_client(csrf=False), make_client(csrf=False)
+    one, two = first.get(LESSON), second.get(LESSON)
+    assert one.status_code == two.status_code == 200
+    assert "course_session" in one.cookies and "course_session" in two.cookies
+    token_one, token_two = _token(one.text), _token(two.text)
+    assert token_one != token_two
+    assert "csrf-placeholder-" not in one.text + two.text
+    # each page's token is the one its own session holds: a state change with it is accepted
+    read = first.post("/api/lessons/cpu-gpu-border/read", headers={"X-CSRF-Token": token_one})
+    assert read.status_code == 200, read.text
+    crossed = second.post("/api/lessons/cpu-gpu-border/read", headers={"X-CSRF-Token": token_one})
+    assert crossed.status_code == 403
+
+
+def test_a_new_comment_reaches_the_next_new_visitor_at_once(make_client, signed_in_client):
+    make_client(csrf=False).get(LESSON)  # fills the cache
+    author = signed_in_client()
+    posted = author.post("/api/lessons/cpu-gpu-border/comments", json={"body": "cache-busting comment 4711"})
+    assert posted.status_code == 201, posted.text
+    assert "cache-busting comment 4711" in make_client(csrf=False).get(LESSON).text
+
+
+def test_a_returning_learner_sees_their_own_state_not_the_shared_page(make_client):
+    learner = make_client()
+    shared = make_client(csrf=False).get(LESSON).text
+    learner.post("/api/lessons/cpu-gpu-border/read")
+    mine = learner.get(LESSON).text
+    assert _token(mine) == learner.headers["X-CSRF-Token"]
+    assert mine != shared.replace(_token(shared), learner.headers["X-CSRF-Token"])
