@@ -62,6 +62,8 @@ class IdentityMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         session = scope["session"]
+        # a visitor without a session has no progress and no account: lesson pages may come from page_cache
+        new_visitor = "learner_id" not in session
         session.setdefault("learner_id", security.new_learner_id())
         session.setdefault("csrf", security.new_csrf_token())
         user = None
@@ -74,6 +76,7 @@ class IdentityMiddleware:
                 session["learner_id"] = user.learner_id
         state = scope.setdefault("state", {})
         state["user"] = user
+        state["new_visitor"] = new_visitor and user is None
         state["learner_id"] = session["learner_id"]
         state["csrf_token"] = session["csrf"]
         await self.app(scope, receive, send)
