@@ -116,6 +116,9 @@ def busy(exc: Busy) -> JSONResponse:
 
 # --- routes ---------------------------------------------------------------------------------------------
 
+# read_code's own 422 is one sentence, not FastAPI's list of validation errors
+DETAIL_TEXT = {"application/json": {"schema": {"type": "object", "required": ["detail"],
+                                               "properties": {"detail": {"type": "string"}}}}}
 SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}}}}}
 
@@ -124,6 +127,7 @@ SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json":
              openapi_extra=SUBMIT_BODY, responses={
                  400: {"description": "Not UTF-8 text, or not JSON"}, 404: {"description": "No such exercise"},
                  413: {"description": "Code over the source limit"},
+                 422: {"description": "Not a JSON object with a string `code`", "content": DETAIL_TEXT},
                  429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"}})
 async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the code in the background; return its id at once. Follow it at /api/submissions/{id}/events."""
