@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from bench.summary import headline, markdown, targets_met
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -75,8 +78,13 @@ def main(argv: list[str]) -> int:
         print(f"  ({time.monotonic() - started:.0f} s)")
         summary[name] = figures
     RESULTS.mkdir(exist_ok=True)
+    head = headline(summary)
+    machine = f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end of the run."
+    summary.update({k: v for k, v in head.items()}, targets_met=targets_met(head), machine=machine)
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    print(f"\nwrote {summary_path}")
+    (RESULTS / "summary.md").write_text(markdown(head, machine) + "\n")
+    print("\n" + markdown(head, machine))
+    print(f"\nwrote {summary_path} and {RESULTS / 'summary.md'}")
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
