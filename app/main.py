@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     app.add_exception_handler(404, lessons.not_found)
     app.add_exception_handler(400, errors.bad_request)
     app.add_exception_handler(405, errors.method_not_allowed)
+    app.add_exception_handler(RequestValidationError, errors.validation_error)
     app.include_router(lessons.router)
     app.include_router(auth_routes.router)
     app.include_router(comment_routes.router)

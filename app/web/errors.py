@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.exception_handlers import http_exception_handler
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -21,6 +22,19 @@ async def bad_request(request: Request, exc: HTTPException):
         exc = HTTPException(400, "The request body could not be read as JSON: it must be UTF-8 text holding one "
                                  "JSON object. Fix the encoding and send it again.", headers=exc.headers)
     return await http_exception_handler(request, exc)
+
+
+async def validation_error(request: Request, exc: RequestValidationError):
+    """Answer 422 as FastAPI does; a body that is no object because it was not sent as JSON says so."""
+    content_type = request.headers.get("content-type", "none").split(";")[0].strip() or "none"
+    if content_type == "application/json":
+        return await request_validation_exception_handler(request, exc)
+    advice = f"Send the body as a JSON object with Content-Type: application/json (not {content_type})"
+    # the whole body is the "input" here; echoing it back (a password, a megabyte) helps nobody
+    errors = [{"type": error["type"], "loc": error["loc"], "msg": advice}
+              if error.get("type") == "model_attributes_type" and tuple(error.get("loc", ())) == ("body",)
+              else error for error in exc.errors()]  # fmt: skip
+    return await request_validation_exception_handler(request, RequestValidationError(errors))
 
 
 async def method_not_allowed(request: Request, exc: HTTPException):
