@@ -11,6 +11,7 @@ import dataclasses
 import importlib.util
 import inspect
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -22,6 +23,11 @@ from app.runner.base import Busy, Job, OutputEvent, Rejected, Result
 
 OnOutput = Callable[[str, str], Any | Awaitable[Any]]
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
+# A SIGKILL with no limit named and no report came from outside the job: inside its pid namespace the job is
+# pid 1, which none of its own processes can SIGKILL, and the limits enforced by SIGKILL (wall, CPU, memory,
+# pids) are named in limit_hit. An exit code (`os._exit(0)`) is the program's own doing and still fails.
+KILLED_MESSAGE = ("The sandbox process running this code was killed from outside (SIGKILL) before it finished; "
+                  "this is not your code's fault: run it again.")
 
 
 def exercise_limits(exercise: Exercise, base):
@@ -71,6 +77,8 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None) -> Verdict:
             exercise, False, result.message or f"the program went past the {result.limit_hit} limit."))
     report = result.report
     if not isinstance(report, dict) or report.get("nonce") != nonce:
+        if result.status == "failed" and result.signal == signal.SIGKILL:
+            return Verdict(status="error", checks=[], **{**base, "stderr": _join(result.stderr, KILLED_MESSAGE)})
         why = ("the program ended before the grader could collect its results"
                + (f" (killed by signal {result.signal})" if result.signal else "")
                + "; do not call `os._exit()` or end the process yourself, and let the script run to its end.")
