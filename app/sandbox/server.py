@@ -353,11 +353,13 @@ class ForkServer:
     def serve(self) -> None:
         """Run until the runner closes the socket; then kill everything and clean up."""
         self.sel.register(self.sock.fileno(), selectors.EVENT_READ, ("control", protocol.FrameReader()))
-        self.send({"op": "ready", "info": self.info})
         try:
+            self.send({"op": "ready", "info": self.info})
             while not self.closing:
                 self.refill_pool()
                 self.step()
+        except ConnectionError:  # the runner went away (its process died) while we were writing to it
+            log("the runner is gone; stopping")
         finally:
             self.shutdown()
 
@@ -391,6 +393,12 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     server = ForkServer(config, sock)
+    # The runner's process may die without closing our socket in order (SIGKILL, OOM): then stop too, through the
+    # same orderly shutdown as a closed socket (children killed, cgroups and staging removed). The runner starts
+    # us in a session of our own, so a signal to its process group does not reach us. (Had it died before the
+    # prctl, its end of the socket is closed and the first read or write stops us.)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "closing", True))
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGTERM)
     try:
         server.install_wakeup()
         server.prepare()
