@@ -39,6 +39,7 @@ LINGER_S = 30.0
 SOLUTION_AFTER_FAILURES = 5
 # statuses that count as the learner's own failed attempt ("error" is the grader's fault, "rejected" never ran)
 FAILED_STATUSES = ("failed", "timeout")
+INTERRUPTED_MESSAGE = "The server restarted while this ran (not your code's fault); run it again."
 
 
 class Refused(Exception):
@@ -269,6 +270,22 @@ class LiveHub:
                                               "run it again."))
 
 
+def fail_interrupted(session: Session) -> int:
+    """Mark every queued or running submission as an error (its run died with the server); return how many.
+
+    Call it once when a deployment starts, before it accepts submissions: runs live in the memory of the process
+    that took them, so after a crash or SIGKILL nothing will ever finish them. With several web workers sharing
+    one database this must not run as each worker starts (a worker restarted beside busy ones would fail their
+    runs): the app calls it only with the embedded local runner, and a deployment with several workers must run it
+    once per deployment start instead.
+    """
+    unfinished = session.scalars(select(Submission).where(Submission.status.in_(("queued", "running")))).all()
+    for submission in unfinished:
+        progress.finish_submission(session, submission_id=submission.id, verdict=error_verdict(
+            submission.exercise_slug, INTERRUPTED_MESSAGE))
+    return len(unfinished)
+
+
 # --- reading submissions --------------------------------------------------------------------------------
 
 
@@ -330,4 +347,4 @@ def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, lim
 
 
 __all__ = ["LiveHub", "LiveRun", "Refused", "check_code", "verdict_json", "attempt_summary", "exercise_state",
-           "failed_attempts", "stored_events", "error_verdict", "SOLUTION_AFTER_FAILURES", "Busy"]
+           "failed_attempts", "stored_events", "error_verdict", "fail_interrupted", "SOLUTION_AFTER_FAILURES", "Busy"]

@@ -10,21 +10,26 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 from collections.abc import AsyncIterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
+from sqlalchemy.exc import OperationalError
 
 from app import progress
 from app.content.exercises import Exercise
 from app.models import Submission
 from app.runner.base import Busy, Rejected
-from app.submissions import LiveHub, Refused, check_code, exercise_state, verdict_json
+from app.submissions import LiveHub, Refused, check_code, exercise_state, fail_interrupted, verdict_json
 from app.web import templating
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
+
+log = logging.getLogger(__name__)
 
 # bytes of JSON body per byte of source: the worst JSON escape (\u0000) turns 1 byte into 6; plus the envelope
 BODY_PER_SOURCE_BYTE = 6
@@ -35,13 +40,31 @@ SSE_RETRY_MS = 1000
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    """Hold the live submissions of this process; cancel unfinished ones when the app stops."""
+    """Hold the live submissions of this process; cancel unfinished ones when the app stops.
+
+    With the embedded local runner this process runs every job, so a run left queued or running in the database
+    died with an earlier server: it is marked as an error here (see `fail_interrupted`).
+    """
+    settings = getattr(app.state, "settings", None)
+    if settings is not None and settings.runner == "local":
+        failed = await anyio.to_thread.run_sync(_fail_interrupted, app.state.db)
+        if failed:
+            log.warning("marked %d submission(s) left unfinished by an earlier server as errors", failed)
     hub = LiveHub(app.state.db, getattr(app.state, "runner", None))
     app.state.live = hub
     try:
         yield
     finally:
         await hub.close()
+
+
+def _fail_interrupted(db) -> int:
+    try:
+        with db.session(write=True) as session, session.begin():
+            return fail_interrupted(session)
+    except OperationalError as exc:  # not migrated yet: the site starts and says so (app.web.deps); nothing ran
+        log.warning("could not look for submissions left unfinished by an earlier server: %s", exc.orig)
+        return 0
 
 
 router = APIRouter(tags=["exercises"], lifespan=lifespan)
