@@ -1,0 +1,153 @@
+"""Fuzz the JSON API from its own OpenAPI schema (schemathesis, in process over ASGI): whatever a client sends,
+the site answers without a 5xx and every answer matches what the schema documents (schemathesis's default
+checks: status codes, content types, response bodies and headers, valid data accepted, invalid data refused).
+
+The app is the real one (real SQLite file, real sandbox runner started by the ASGI lifespan), and every request
+carries a signed-in learner's session cookie and CSRF token, so unsafe routes get past the CSRF check and the
+comment routes past 401. Starlette sessions are signed cookies: the fuzzer logging out or signing up never
+invalidates the cookie the next case sends. Half the generated path parameters are swapped for slugs and ids
+that exist, so routes run past their 404 (a random slug is never a lesson): comments are posted, edited and
+deleted, and submissions run in the sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from schemathesis.python import asgi
+
+from app import comments, progress
+from app.config import Settings
+from app.main import create_app
+from app.models import User
+from app.submissions import error_verdict
+from app.web.comments import MAX_ID
+from tests.conftest import TEST_PASSWORD, create_account
+from tests.live.conftest import live_settings
+
+# examples per operation; enough to reach each refusal, small enough for `make test` on 2 cores
+MAX_EXAMPLES = 25
+FUZZER_EMAIL = "fuzz@example.org"
+
+
+def openapi_document() -> dict:
+    """Return the site's OpenAPI document (routes only: this app is never served, its database never opened)."""
+    quiet = logging.getLogger("app.web.deps")  # it warns that the unused in-memory database is not migrated
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        return create_app(Settings(env="test", secret_key="schema-only", database_url="sqlite://")).openapi()
+    finally:
+        quiet.setLevel(level)
+
+
+class AppSlot:
+    """The ASGI app schemathesis calls: forwards to the app the module fixture built on its own database."""
+
+    app = None
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
+
+
+# schemathesis needs the schema when pytest collects the test, before any fixture runs: the document comes from
+# an app built here, the requests go to the real one that the fixture puts in the slot
+SLOT = AppSlot()
+schema = schemathesis.openapi.from_dict(openapi_document())
+schema.app = SLOT
+# path parameter -> values that exist in the fuzzed app's database and course (filled in by `fuzzed_app`)
+EXISTING: dict[str, list] = {}
+
+
+@schema.hook
+def flatmap_path_parameters(context, path_parameters):
+    """Half the time, use slugs and ids that exist instead of generated ones that are valid but unknown.
+
+    A value generated to be invalid (a negative test: an id of 0, or not a number) is left alone, so the
+    request stays one the API must refuse.
+    """
+    if not isinstance(path_parameters, dict):
+        return st.just(path_parameters)
+    path = context.operation.path
+    real = {name: EXISTING[key] for name, key in (("slug", "lesson" if "/lessons/" in path else "exercise"),
+                                                  ("comment_id", "comment"), ("submission_id", "submission"))
+            if _valid(path_parameters.get(name)) and EXISTING.get(key)}  # fmt: skip
+    if not real:
+        return st.just(path_parameters)
+    chosen = st.fixed_dictionaries({name: st.sampled_from(values) for name, values in real.items()})
+    return st.one_of(st.just(path_parameters), chosen.map(lambda values: {**path_parameters, **values}))
+
+
+def _valid(value) -> bool:
+    """Say whether a generated path value is one the schema allows (a string, or an id from 1 up)."""
+    if isinstance(value, bool) or value is None:
+        return False
+    return isinstance(value, str) or (isinstance(value, int) and 1 <= value <= MAX_ID)
+
+
+class Identity:
+    """What every fuzzed request carries: the session cookie and its CSRF token."""
+
+    def __init__(self, cookies: dict[str, str], csrf: str) -> None:
+        self.cookies = cookies
+        self.headers = {"X-CSRF-Token": csrf}
+
+
+def sign_in(app) -> tuple[Identity, User]:
+    """Create the fuzzing learner's account and sign in over HTTP; return its identity and the user."""
+    create_account(app, FUZZER_EMAIL, name="Fuzz Learner")
+    browser = TestClient(app)  # no lifespan here: schemathesis starts the app's own, once, in its event loop
+    browser.headers["X-CSRF-Token"] = browser.get("/api/auth/csrf").json()["csrf_token"]
+    response = browser.post("/api/auth/login", json={"email": FUZZER_EMAIL, "password": TEST_PASSWORD})
+    assert response.status_code == 200, response.text
+    with app.state.db.session() as session:
+        user = session.get(User, response.json()["user"]["id"])
+    return Identity(dict(browser.cookies), response.json()["csrf_token"]), user
+
+
+def seed(app, user: User) -> None:
+    """Give the fuzzer things to find: its comments, its finished submission, and another learner's."""
+    lesson = app.state.course.lessons[0].slug
+    exercise = sorted(app.state.course.exercises)[0]
+    with app.state.db.session(write=True) as session:
+        author = session.get(User, user.id)
+        ids = [comments.post_comment(session, author=author, lesson_slug=lesson, body=f"fuzz comment {n}",
+                                     max_chars=app.state.settings.comment_max_chars).id for n in range(3)]
+        subs = [progress.record_submission(session, learner_id=learner, exercise_slug=exercise, code="print(1)")
+                for learner in (user.learner_id, "another-learner")]  # fmt: skip
+        for sub in subs:
+            progress.finish_submission(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
+        session.commit()
+        EXISTING.update(lesson=[each.slug for each in app.state.course.lessons],
+                        exercise=sorted(app.state.course.exercises), comment=ids,
+                        submission=[sub.id for sub in subs])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fuzzed_app(tmp_path_factory):
+    """The real app on a fresh migrated SQLite file, with a signed-in learner's identity in `.identity`."""
+    # submissions per minute: high, so the fuzzer reaches the sandbox rather than the rate limit every time
+    app = create_app(live_settings(tmp_path_factory.mktemp("fuzz"), submission_rate_limit="1000/minute"))
+    app.identity, user = sign_in(app)
+    seed(app, user)
+    SLOT.app = app
+    yield app
+    asgi.shutdown_lifespans()  # stop the runner that schemathesis's client started
+    EXISTING.clear()
+    app.state.db.dispose()
+
+
+@pytest.mark.slow
+@schema.parametrize()
+# deadline None: one case may run a sandbox job on a loaded 2-core machine; pytest-timeout bounds the whole test.
+# No example database: each run starts fresh and writes nothing into the checkout.
+@settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+def test_api_answers_without_5xx_and_as_documented(case, fuzzed_app):
+    identity = fuzzed_app.identity
+    case.call_and_validate(headers=identity.headers, cookies=identity.cookies)
