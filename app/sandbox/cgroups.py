@@ -16,6 +16,10 @@ from pathlib import Path
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 # microseconds; the CFS accounting period, the kernel's default
 CFS_PERIOD_US = 100_000
+# Relative CPU weight of a job against the web server (v1 cpu.shares; the default is 1024): when both want the
+# cores, pages keep answering and learners' programs wait. v2's cpu.weight scale has its default at 100.
+JOB_CPU_SHARES = 128
+JOB_CPU_WEIGHT = 12
 
 
 def _v1_mounts() -> dict[str, str]:
@@ -162,6 +166,7 @@ class JobCgroup:
             _write(f"{d}/memory.swap.max", 0)
             _write(f"{d}/pids.max", limits.pids)
             _write(f"{d}/cpu.max", f"{CFS_PERIOD_US} {CFS_PERIOD_US}")
+            _write(f"{d}/cpu.weight", JOB_CPU_WEIGHT)
             return
         if "memory" in self.dirs:
             _write(f"{self.dirs['memory']}/memory.limit_in_bytes", limits.memory_bytes)
@@ -174,6 +179,7 @@ class JobCgroup:
         if "cpu" in self.dirs:  # one core at most per job, so one learner cannot starve the others
             _write(f"{self.dirs['cpu']}/cpu.cfs_period_us", CFS_PERIOD_US)
             _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", CFS_PERIOD_US)
+            _write(f"{self.dirs['cpu']}/cpu.shares", JOB_CPU_SHARES)
 
     def join(self) -> None:
         """Move the calling process into every group of the job (called in the child, as root)."""

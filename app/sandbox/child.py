@@ -38,6 +38,8 @@ READY = b"R"
 SETUP_FAILED = 125
 # bytes; the payload pipe is enlarged so the server's write never blocks (source <= 64 KiB + grading spec)
 PAYLOAD_PIPE_BYTES = 1 << 20
+# niceness of every job process (0 = the web server's; 19 = lowest): learners' code yields to page requests
+JOB_NICE = 10
 CLEAN_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
@@ -193,6 +195,8 @@ def _isolate(ctx: Context, limits, slot: int) -> None:
         # with a pids cgroup it is only a backstop
         nproc = limits.pids * 4 if ctx.pids_cgroup else limits.pids
     isolation.apply_rlimits(limits, isolation.address_space_bytes(limits.memory_bytes, limits.pids), nproc)
+    # below the web server in the scheduler, also where there are no cgroups: pages stay quick under hostile jobs
+    os.setpriority(os.PRIO_PROCESS, 0, JOB_NICE)
     if ctx.userns:
         isolation.drop_privileges(0, groups=False)  # root of the user namespace = an unprivileged host uid
         isolation.drop_capabilities()
