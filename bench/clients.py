@@ -103,8 +103,14 @@ class ReaderStats:
 
 async def read_pages(base_url: str, readers: int, stop: asyncio.Event, stats: ReaderStats,
                      lessons: tuple[str, ...] = ("cpu-gpu-border", "picking-a-device", "multi-gpu-and-distributed",
-                                                 "training-loop"), max_reads: int = 10_000) -> None:
-    """Have `readers` clients read lesson pages in turn until stop is set (or max_reads each)."""
+                                                 "training-loop"), max_reads: int = 10_000,
+                     think_s: float = 0.0) -> None:
+    """Have `readers` clients read lesson pages in turn until stop is set (or max_reads each).
+
+    think_s is the pause between a reader's pages: 0 makes each reader a flat-out load generator (throughput
+    tests); a person reading takes far longer, and a small pause keeps the offered load below what the server
+    can do, so latency measures the server rather than the readers' own queue.
+    """
     async def reader(n: int) -> None:
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
             for i in range(max_reads):
@@ -114,4 +120,6 @@ async def read_pages(base_url: str, readers: int, stop: asyncio.Event, stats: Re
                 response = await client.get(f"/lessons/{lessons[(n + i) % len(lessons)]}")
                 stats.latencies_ms.append((time.perf_counter() - t0) * 1000)
                 stats.statuses[response.status_code] = stats.statuses.get(response.status_code, 0) + 1
+                if think_s:
+                    await asyncio.sleep(think_s)
     await asyncio.gather(*(reader(n) for n in range(readers)))

@@ -22,6 +22,9 @@ from bench.clients import Learner, ReaderStats, read_pages
 from bench.servers import site_server
 
 READERS = 20
+# seconds each reader pauses between pages: 20 readers then offer at most ~200 pages/s, below what this server
+# does on two cores, so p99 shows what hostile jobs do to page latency rather than the readers' own queueing
+THINK_S = 0.1
 ROUNDS = 3
 TARGET_P99_MS = 100.0
 # seconds past the wall-clock limit a hostile job may take to come back as a verdict (kill, reap, grade, store)
@@ -63,7 +66,7 @@ async def hostile_round(base: str, readers: int = READERS) -> dict:
             await warm.request("GET", f"/lessons/{slug}")
     stop = asyncio.Event()
     reads = ReaderStats()
-    reading = asyncio.create_task(read_pages(base, readers, stop, reads, lessons=LESSONS))
+    reading = asyncio.create_task(read_pages(base, readers, stop, reads, lessons=LESSONS, think_s=THINK_S))
     started = time.monotonic()
     try:
         jobs = await asyncio.gather(*(_hostile_job(base, name, code) for name, code in PROGRAMS.items()))
@@ -77,7 +80,7 @@ async def quiet_round(base: str, seconds: float, readers: int = READERS) -> Read
     """The baseline: the same readers for the same time with no job running; return their reads."""
     stop = asyncio.Event()
     reads = ReaderStats()
-    reading = asyncio.create_task(read_pages(base, readers, stop, reads, lessons=LESSONS))
+    reading = asyncio.create_task(read_pages(base, readers, stop, reads, lessons=LESSONS, think_s=THINK_S))
     await asyncio.sleep(seconds)
     stop.set()
     await reading
