@@ -100,7 +100,7 @@ def _postable(body: str) -> str:
 # Python's idea of white space, which a pattern checked by pydantic's Rust regex engine would not share
 CommentBody = Annotated[str, AfterValidator(_postable), Field(
     description="Markdown; raw HTML is shown as text. Not blank. Limit: settings.comment_max_chars.",
-    json_schema_extra={"pattern": r"^[^\u0000]*\S[^\u0000]*$"})]  # fmt: skip
+    json_schema_extra={"pattern": r"^[^\u0000]*[^\s\u0000][^\u0000]*$"})]  # fmt: skip
 
 
 class CommentIn(BaseModel):
