@@ -167,9 +167,13 @@ def live_server(settings):
     application.state.db.dispose()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """Debian's Chromium driven by Playwright, shared by the session."""
+    """Debian's Chromium driven by Playwright, shared by one test module.
+
+    Not by the whole session: Playwright's sync API keeps an asyncio loop running in the main thread while it is
+    open, and every later test that calls asyncio.run() (load tests, `course grade`) would then fail.
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
