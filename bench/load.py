@@ -85,7 +85,7 @@ def summarise(run: dict) -> dict:
 
 
 def run(submitters: int = SUBMITTERS, per_submitter: int = PER_SUBMITTER, readers: int = READERS,
-        repeats: int = 1) -> dict:
+        repeats: int = 3) -> dict:
     """Measure sustained verdict throughput with the real server (median of `repeats` runs)."""
     rows = []
     for _ in range(repeats):

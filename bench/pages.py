@@ -40,7 +40,7 @@ def run(seconds: float = SECONDS, runs: int = RUNS) -> dict:
             body = httpx.get(base + LESSON).content
             (work / "body.html").write_bytes(body)
             env = site_env(work, COURSE_BENCH_PLAIN_BODY=str(work / "body.html"))
-            with uvicorn_server(["bench.plain_app:app"], env, ready_path="/plain") as (plain, _):
+            with uvicorn_server(["bench._plain_app:app"], env, ready_path="/plain") as (plain, _):
                 page, bare = [], []
                 for _ in range(runs):
                     page.append(_measure(base + LESSON))
