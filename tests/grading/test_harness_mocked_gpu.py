@@ -80,3 +80,32 @@ def test_mocked_gpu_tensor_reports_cuda_and_refuses_numpy():
 def test_mocked_gpu_stdout_and_report_are_separate_channels():
     rc, err, report = run_harness("print('{\"status\": \"passed\"}')\n")
     assert rc == 0 and report["outcome"]["finished"] and "status" not in report
+
+
+LOADER_PROBE = """
+def probe(ns, api):
+    return {name: [api.device_of(t) for t in ns[name]] + [t.__dict__.get("_pt_batch") for t in ns[name]]
+            for name in ("host_batch", "device_batch", "custom_batch")}
+"""
+
+
+def test_dataloader_batches_keep_their_marks_whether_or_not_the_fetch_is_traced():
+    """A TensorDataset of host tensors is fetched untraced (fast), one already on the simulated GPU and a
+    learner's own Dataset are traced; all three give batches with the right device and batch index."""
+    code = (
+        "import torch\n"
+        "from torch.utils.data import DataLoader, Dataset, TensorDataset\n"
+        "X, Y = torch.ones(8, 2), torch.zeros(8, 1)\n"
+        "host_batch = next(iter(DataLoader(TensorDataset(X, Y), batch_size=4)))\n"
+        "device_batch = next(iter(DataLoader(TensorDataset(X.to('cuda'), Y.to('cuda')), batch_size=4)))\n"
+        "class Moving(Dataset):\n"
+        "    def __len__(self): return 8\n"
+        "    def __getitem__(self, i): return X[i].to('cuda'), Y[i].to('cuda')\n"
+        "custom_batch = next(iter(DataLoader(Moving(), batch_size=4)))\n")
+    rc, err, report = run_harness(code, LOADER_PROBE)
+    assert rc == 0, err
+    assert report["probe"] == {"host_batch": ["cpu", "cpu", 0, 0], "device_batch": ["cuda:0", "cuda:0", 1, 1],
+                               "custom_batch": ["cuda:0", "cuda:0", 2, 2]}
+    assert report["trace"]["batches"] == 3
+    moves_in_dataset = [e for e in report["trace"]["events"]["move"] if e["line"] == 8]
+    assert len(moves_in_dataset) == 8  # the learner's __getitem__ ran traced: 4 samples x 2 moves

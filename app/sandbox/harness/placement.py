@@ -153,7 +153,11 @@ class Tracer(Simulation):
         tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
 
         def __next__(it):
-            batch = orig_next(it)
+            if _untraced_fetch(it):  # nothing labelled can come out: skip ~100 traced calls per batch
+                with torch._C.DisableTorchFunction():
+                    batch = orig_next(it)
+            else:
+                batch = orig_next(it)
             index = tracer.batches
             tracer.batches += 1
             for t in tensors_in(batch):
@@ -349,6 +353,20 @@ class PlacementMode(TorchFunctionMode):
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
         return out
+
+
+def _untraced_fetch(it) -> bool:
+    """True when a DataLoader's next batch can be fetched without the tracer: a TensorDataset of unlabelled,
+    unmarked tensors, the default collate, one process, no pinning. Nothing in that fetch is the learner's code,
+    and nothing it returns can carry a device label, so tracing it (an index, a stack and a few views per sample,
+    thousands of calls in a training loop) would only cost time. Anything else, e.g. a learner's Dataset whose
+    __getitem__ moves tensors, is traced as usual."""
+    from torch.utils.data import TensorDataset, dataloader
+    dataset = getattr(it, "_dataset", None)
+    return (type(it) is dataloader._SingleProcessDataLoaderIter and not it._pin_memory
+            and type(dataset) is TensorDataset
+            and getattr(it, "_collate_fn", None) in (dataloader.default_collate, dataloader.default_convert)
+            and not any(isinstance(t, torch.Tensor) and t.__dict__ for t in dataset.tensors))
 
 
 def _marked(args) -> bool:
