@@ -72,6 +72,8 @@ class ForkServer:
         info = startup.warm_up()
         import app.sandbox.harness as harness  # before forking: children cannot read project files
 
+        startup.freeze_heap()
+
         # "as_unprivileged" makes a root server behave like one without root, "no_userns" like one without user
         # namespaces: how the tests reach those modes on a machine where everything runs as root
         root = os.getuid() == 0 and not self.config.get("as_unprivileged")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 NEEDS_ROOT = (
@@ -12,16 +13,38 @@ NEEDS_ROOT = (
 
 
 def warm_up() -> dict:
-    """Import torch, keep it single-threaded and run one training step so lazy imports are done before forking."""
+    """Import torch, keep it single-threaded and run a small training loop so lazy work is done before forking.
+
+    Every job is a fork of this process, so whatever torch (and Python) does on first use and is done here is
+    not redone by each job: lazy imports (the optimizer pulls in torch._dynamo, ~0.8 s), the DataLoader's
+    machinery, kernels' first dispatch. The loop mirrors what the exercises do.
+    """
     import torch
+    from torch.utils.data import DataLoader, TensorDataset
 
     torch.set_num_threads(1)  # a child forked after a multi-threaded OpenMP region hangs in its first matmul
-    model = torch.nn.Linear(10, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)  # the optimizer pulls in torch._dynamo (~0.8 s)
-    loss = torch.nn.functional.mse_loss(model(torch.randn(4, 10)), torch.randn(4, 2))
-    loss.backward()
-    opt.step()
+    x = torch.linspace(-1, 1, 16).unsqueeze(1)
+    loader = DataLoader(TensorDataset(x, 3 * x - 1), batch_size=8, shuffle=True)
+    model = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1)).to("cpu")
+    for opt in (torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters(), lr=0.01)):
+        for xb, yb in loader:
+            xb, yb = xb.to("cpu"), yb.to("cpu")
+            loss = torch.nn.functional.mse_loss(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        loss.item()
     return {"torch": torch.__version__}
+
+
+def freeze_heap() -> None:
+    """Move every object that exists now out of the garbage collector's sight, just before forking jobs.
+
+    A collection in a job would otherwise walk all of torch's objects inherited from this process, and writing
+    their GC headers copies (page by page) memory the job shares with the fork server.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def describe(ctx, cgroups, config: dict, defaults, prefork: int, refuse: str | None, seccomp_why: str) -> dict:
