@@ -31,6 +31,9 @@ from app.sandbox.cgroups import CgroupManager
 from app.sandbox.jobstate import RunningJob, limit_message
 from app.sandbox.limits import Limits
 
+# the fork server's staging directory (the mount point of each child's root) in the temp dir: prefix, pid, random
+STAGING_PREFIX = "course-sbx-root-"
+
 # seconds between CPU-time checks of running jobs (the cgroup counts every thread and process of a job)
 CPU_POLL_S = 0.1
 # bytes read from a child's pipe at once
@@ -81,7 +84,8 @@ class ForkServer:
         unsafe = bool(self.config.get("unsafe_dev"))
         seccomp_ok, seccomp_why = isolation.seccomp_available()
         self.cgroups = CgroupManager() if root else None
-        self.staging = tempfile.mkdtemp(prefix="course-sbx-root-")
+        remove_stale_staging(tempfile.gettempdir())
+        self.staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
         os.chmod(self.staging, 0o755)
         self.ctx = childmod.Context(
             isolate=root or userns, userns=userns, plan=isolation.plan_root(), staging=self.staging,
@@ -378,6 +382,28 @@ class ForkServer:
         if self.cgroups:
             self.cgroups.remove()
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def remove_stale_staging(tmpdir: str) -> list[str]:
+    """Remove the staging directories of fork servers that were killed (their pid, in the name, is gone).
+
+    A killed server cannot clean up after itself. Its staging directory is empty in this mount namespace (each
+    child mounts its root there in its own), so `rmdir` is enough, and it refuses anything that is not empty or
+    is a mount point. A directory whose pid is alive belongs to a running server and is left alone."""
+    removed = []
+    try:
+        names = [n for n in os.listdir(tmpdir) if n.startswith(STAGING_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        pid, dash, _ = name[len(STAGING_PREFIX):].partition("-")
+        if dash and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.rmdir(os.path.join(tmpdir, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
 
 
 def _readable(fd: int) -> bool:

@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from app.runner import BlockingRunner, Busy, DoneEvent, Job, OutputEvent
+from app.sandbox.server import STAGING_PREFIX
 
 
 def test_output_streams_line_by_line_in_order(sandbox):
@@ -190,3 +195,33 @@ def test_the_app_starts_and_stops_a_runner_in_its_lifespan(sandbox_settings):
         runner = app.state.runner
         assert isinstance(runner, LocalRunner) and not runner.eager  # test mode: the server starts with a job
     assert runner._stopping
+
+
+def test_a_killed_servers_staging_directory_is_removed_by_the_next_server(narrow):
+    """The restarted server (test above's situation) finds the dead one's staging directory and removes it; a
+    live server's directory, a non-empty one and one without a pid in its name stay."""
+    tmp = tempfile.gettempdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{dead.pid}-")
+    live = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
+    busy = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{dead.pid}-")
+    Path(busy, "keep").write_text("not empty")
+    old_style = tempfile.mkdtemp(prefix=STAGING_PREFIX)
+    try:
+        killed = narrow.runner.server_pid
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while narrow.runner.server_pid in (killed, None) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the runner notices and starts a new server, which cleans up on start
+        after = narrow.run_code("print('back')")
+        assert after.status == "ok"
+        assert not os.path.exists(stale)
+        assert all(os.path.isdir(d) for d in (live, busy, old_style))
+        servers = [n for n in os.listdir(tmp) if n.startswith(f"{STAGING_PREFIX}{narrow.runner.server_pid}-")]
+        assert len(servers) == 1  # the new server's own
+    finally:
+        shutil.rmtree(busy, ignore_errors=True)
+        for d in (stale, live, old_style):
+            if os.path.isdir(d):
+                os.rmdir(d)
