@@ -12,7 +12,7 @@ from app.config import Settings, get_settings
 from app.runner import make_runner
 from app.web import auth as auth_routes
 from app.web import comments as comment_routes
-from app.web import deps, errors, lessons, page_cache, templating
+from app.web import deps, errors, forms, lessons, page_cache, templating
 from app.web import exercises as exercise_routes
 from app.web import progress as progress_routes
 from app.web.limits import BodyLimitMiddleware
@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     app.state.settings = settings
     app.add_middleware(page_cache.FirstVisitMiddleware)  # added before deps.install: runs inside identity
     deps.install(app, settings)  # database, sessions, identity, CSRF on every unsafe route, rate limiter
+    app.add_middleware(forms.Utf8FormMiddleware)  # form fields that are not UTF-8: 400 before any route reads them
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)  # outermost: before any reading
     app.state.course = course
     app.state.page_cache = page_cache.PageCache()

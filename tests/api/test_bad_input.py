@@ -274,38 +274,51 @@ def test_method_not_allowed_lists_every_method_the_address_takes(client, lesson)
     assert "accepts GET, POST" in detail(response)
 
 
-# --- forms: non-UTF-8 fields are never a 5xx -----------------------------------------------------------------
+# --- forms: fields that are not UTF-8 are refused, and nothing is stored or run -------------------------------
 
 
-def form(browser, path: str, raw: bytes):
+def form(browser, path: str, raw: bytes, content_type: str = "application/x-www-form-urlencoded"):
     token = browser.headers["X-CSRF-Token"].encode()
     return browser.post(path, content=raw + b"&csrf_token=" + token, follow_redirects=False,
-                        headers={"content-type": "application/x-www-form-urlencoded"})  # fmt: skip
+                        headers={"content-type": content_type})  # fmt: skip
 
 
-@pytest.mark.parametrize("raw", [b"body=caf%E9+%FF%FE", b"body=caf\xe9"])
-def test_comment_form_with_non_utf8_field_is_stored_as_valid_text(signed_in_client, lesson, raw):
-    """Browsers send forms as UTF-8; other bytes become U+FFFD (or Latin-1 letters), never a 500."""
+@pytest.mark.parametrize("raw", [b"body=caf%E9+%FF%FE", b"body=caf\xe9", "body=café".encode()])
+def test_comment_form_with_non_utf8_field_is_refused_and_nothing_is_stored(signed_in_client, lesson, raw):
+    """Browsers send this site's forms as UTF-8; other bytes are refused, not silently turned into U+FFFD."""
     browser = signed_in_client()
 
     response = form(browser, f"/lessons/{lesson}/comments", raw)
 
-    assert response.status_code == 303
-    body = browser.get(f"/api/lessons/{lesson}/comments").json()["comments"][0]["body"]
-    assert body.startswith("caf") and body.encode("utf-8")
+    assert response.status_code == 400
+    assert "`body` is not valid UTF-8" in detail(response) and "nothing was saved" in detail(response)
+    assert browser.get(f"/api/lessons/{lesson}/comments").json()["comments"] == []
+    ok = form(browser, f"/lessons/{lesson}/comments", b"body=caf%C3%A9+%E2%9C%93")  # what a browser sends
+    assert ok.status_code == 303
+    assert browser.get(f"/api/lessons/{lesson}/comments").json()["comments"][0]["body"] == "café ✓"
 
 
-@pytest.mark.slow  # runs one real sandbox job
-def test_run_form_with_non_utf8_code_runs_as_text_never_a_500(client):
+def test_multipart_comment_with_non_utf8_field_is_refused(signed_in_client, lesson):
+    browser = signed_in_client()
+    token = browser.headers["X-CSRF-Token"].encode()
+    body = (b'--XX\r\nContent-Disposition: form-data; name="csrf_token"\r\n\r\n' + token + b"\r\n"
+            b'--XX\r\nContent-Disposition: form-data; name="body"\r\n\r\ncaf\xe9\r\n--XX--\r\n')
+
+    response = browser.post(f"/lessons/{lesson}/comments", content=body, follow_redirects=False,
+                            headers={"content-type": "multipart/form-data; boundary=XX"})
+
+    assert response.status_code == 400 and "`body` is not valid UTF-8" in detail(response)
+    assert browser.get(f"/api/lessons/{lesson}/comments").json()["comments"] == []
+
+
+def test_run_form_with_non_utf8_code_is_refused_before_it_runs(client):
     response = form(client, f"/exercises/{EXERCISE}/run", b"code=print(%22caf%E9%22)")
 
-    assert response.status_code == 303
-    attempt = client.get(f"/api/exercises/{EXERCISE}/submissions").json()["attempts"][0]
-    assert attempt["status"] in {"passed", "failed", "error"}
+    assert response.status_code == 400 and "`code` is not valid UTF-8" in detail(response)
+    assert client.get(f"/api/exercises/{EXERCISE}/submissions").json()["attempts"] == []
 
 
-def test_login_form_with_non_utf8_email_is_an_html_refusal(client):
+def test_login_form_with_non_utf8_email_is_refused(client):
     response = form(client, "/login", b"email=%FF%FE%00&password=x")
 
-    assert response.status_code == 401
-    assert "Email or password is incorrect" in response.text
+    assert response.status_code == 400 and "`email` is not valid UTF-8" in detail(response)
