@@ -21,6 +21,7 @@ import sys
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 import torch.utils.data.dataloader
+from torch.utils.data import TensorDataset, dataloader
 from torch.overrides import TorchFunctionMode
 
 from app.sandbox.harness import wording
@@ -149,7 +150,6 @@ class Tracer(Simulation):
             self.mode = None
 
     def _patch_dataloader(self) -> None:
-        from torch.utils.data import dataloader
         tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
 
         def __next__(it):
@@ -361,7 +361,6 @@ def _untraced_fetch(it) -> bool:
     and nothing it returns can carry a device label, so tracing it (an index, a stack and a few views per sample,
     thousands of calls in a training loop) would only cost time. Anything else, e.g. a learner's Dataset whose
     __getitem__ moves tensors, is traced as usual."""
-    from torch.utils.data import TensorDataset, dataloader
     dataset = getattr(it, "_dataset", None)
     return (type(it) is dataloader._SingleProcessDataLoaderIter and not it._pin_memory
             and type(dataset) is TensorDataset
