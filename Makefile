@@ -13,7 +13,9 @@ STAMP   := $(VENV)/.installed
 serve: setup db
 	$(BIN)/course serve --host $(HOST) --port $(PORT)
 
+# The linter first: it takes a second, the suite minutes.
 test: setup system-deps db
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup db

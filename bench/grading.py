@@ -74,7 +74,8 @@ def table(f: dict) -> str:
     """Print the figures as a small table."""
     return "\n".join([
         f"  training-loop solution, {f['runs']} runs each, warm sandbox    p50 ms   p95 ms",
-        f"  plain run job (no tracer)                               {f['plain_job_p50_ms']:>7}  {f['plain_job_p95_ms']:>7}",
+        f"  plain run job (no tracer)                               {f['plain_job_p50_ms']:>7}  "
+        f"{f['plain_job_p95_ms']:>7}",
         f"  course grade (tracer + probe + checks)                  {f['grade_training_loop_p50_ms']:>7}  "
         f"{f['grade_training_loop_p95_ms']:>7}",
         f"  grading overhead                                        {f['grading_overhead_p50_ms']:>7}  "

@@ -56,7 +56,8 @@ async def load_run(base: str, *, submitters: int, per_submitter: int, readers: i
 def lost(learner: dict) -> int:
     """Count accepted submissions that came back without a final verdict or are not stored as finished."""
     finals = {"passed", "failed", "error", "timeout", "rejected"}
-    missing = sum(1 for o in learner["outcomes"] if o.http_status == 202 and not (o.verdict or {}).get("status") in finals)
+    missing = sum(1 for o in learner["outcomes"]
+                  if o.http_status == 202 and (o.verdict or {}).get("status") not in finals)
     unstored = sum(1 for _id, code, status in learner["stored"] if code != 200 or status not in finals)
     return missing + unstored
 

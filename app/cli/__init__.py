@@ -14,12 +14,12 @@ def _register() -> None:
     """Attach every subcommand; a module per command keeps each concern in one place."""
     # (each subcommand module adds its import + main.add_command line below)
     from app.cli.check import check
-    from app.cli.serve import serve
     from app.cli.db import db
-    from app.cli.users import users
-    from app.cli.run import run
     from app.cli.doctor import doctor
     from app.cli.grade import grade
+    from app.cli.run import run
+    from app.cli.serve import serve
+    from app.cli.users import users
 
     main.add_command(serve)
     main.add_command(check)

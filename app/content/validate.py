@@ -6,7 +6,6 @@ because it takes seconds rather than milliseconds.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit

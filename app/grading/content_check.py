@@ -29,7 +29,7 @@ def static_errors(exercise: Exercise) -> list[str]:
         try:
             if not callable(getattr(checks_module(exercise), "evaluate", None)):
                 errors.append(f"{exercise.checks_path}:1: define `evaluate(facts)` returning the checks")
-        except Exception as exc:  # an instructor's syntax error must be reported, not crash the command
+        except Exception as exc:  # noqa: BLE001 - an instructor's syntax error must be reported, not crash the command
             errors.append(f"{exercise.checks_path}:{getattr(exc, 'lineno', 1) or 1}: cannot import: {exc}")
     if len(exercise.wrong) < MIN_WRONG:
         errors.append(f"{exercise.path / 'wrong'}:1: add known-wrong answers (wrong/*.py starting with "

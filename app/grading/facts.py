@@ -2,8 +2,8 @@
 
 The report is the JSON the placement harness wrote from inside the sandbox (app/sandbox/harness/grade.py):
 `outcome` (how the learner's file ended), `trace` (events by kind: mismatch, move, forward, host_input,
-host_read, tensor_print, backward, step, loss_fn, module_move, batch, numpy_on_accelerator), `probe` (the exercise probe's
-answers), `tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
+host_read, tensor_print, backward, step, loss_fn, module_move, batch, numpy_on_accelerator), `probe` (the exercise
+probe's answers), `tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
 """
 
 from __future__ import annotations

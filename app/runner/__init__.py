@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from app.runner.base import Busy, DoneEvent, Event, Job, JobHandle, OutputEvent, Rejected, Result, Runner
+from app.runner.blocking import BlockingRunner
 from app.runner.local import LocalJobHandle, LocalRunner
-from app.runner.blocking import BlockingRunner  # noqa: E402 - uses run_job lazily
 
 
 def make_runner(settings) -> Runner:

@@ -14,7 +14,14 @@ from typing import AsyncIterator
 
 from app import ROOT
 from app.runner.base import (
-    Busy, DoneEvent, Event, Job, OutputEvent, Result, check_source, new_job_id,
+    Busy,
+    DoneEvent,
+    Event,
+    Job,
+    OutputEvent,
+    Result,
+    check_source,
+    new_job_id,
 )
 from app.sandbox import protocol
 from app.sandbox.limits import Limits
@@ -118,7 +125,7 @@ class LocalRunner:
     async def _warm_start(self) -> None:
         try:
             await self._ensure_server()
-        except Exception:  # noqa: BLE001 - the first job retries and reports the failure
+        except Exception:  # the first job retries and reports the failure
             log.exception("the sandbox server did not start")
 
     async def ready(self) -> dict:
@@ -196,7 +203,7 @@ class LocalRunner:
         log.error("sandbox server %s died (exit code %s); restarting", proc.pid, code)
         try:
             await self._ensure_server()
-        except Exception:  # noqa: BLE001 - the next job retries and reports
+        except Exception:  # the next job retries and reports
             log.exception("could not restart the sandbox server")
 
     def _dispatch(self, msg: dict) -> None:
@@ -257,7 +264,7 @@ class LocalRunner:
         except asyncio.CancelledError:
             handle._finish(Result(status="error", message="the runner was stopped before the job finished"))
             raise
-        except Exception as exc:  # noqa: BLE001 - a broken sandbox is the job's error, said plainly
+        except Exception as exc:  # a broken sandbox is the job's error, said plainly
             log.exception("job %s failed in the runner", handle.id)
             handle._finish(Result(status="error", message=f"the sandbox failed: {exc}"))
 

@@ -7,8 +7,8 @@ import os
 
 NEEDS_ROOT = (
     "the sandbox needs root or user namespaces to isolate learner code (namespaces, cgroups, a per-slot uid) and "
-    "has neither here; run the app as root (e.g. in its container), or set COURSE_SANDBOX_UNSAFE_DEV=1 on a development "
-    "machine to run code WITHOUT isolation"
+    "has neither here; run the app as root (e.g. in its container), or set COURSE_SANDBOX_UNSAFE_DEV=1 on a "
+    "development machine to run code WITHOUT isolation"
 )
 
 

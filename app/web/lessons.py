@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Annotated
 
 import anyio.to_thread
-
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from starlette.exceptions import HTTPException as StarletteHTTPException

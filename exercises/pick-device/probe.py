@@ -1,6 +1,7 @@
 """Runs inside the sandbox: call pick_device() under each availability scenario and report what it returned."""
 
-SCENARIOS = [("cuda_and_mps", True, True), ("cuda_only", True, False), ("mps_only", False, True), ("none", False, False)]
+SCENARIOS = [("cuda_and_mps", True, True), ("cuda_only", True, False), ("mps_only", False, True),
+             ("none", False, False)]
 
 
 def probe(ns, api):

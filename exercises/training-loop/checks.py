@@ -15,7 +15,8 @@ def evaluate(facts: Facts):
 def _device_note(facts: Facts) -> str:
     device = facts.probe.get("device") or {}
     if device.get("kind") == "missing":
-        return " There is no global `device`; pick one: `device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`."
+        return (" There is no global `device`; pick one: "
+                "`device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`.")
     if not facts.on_accelerator(device.get("value")):
         return (f" `device` is {device.get('value')} although this machine has {facts.accelerator}; pick it by "
                 f"asking `torch.cuda.is_available()`.{facts.tamper_note()}")

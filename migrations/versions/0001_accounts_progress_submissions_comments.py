@@ -1,15 +1,14 @@
 """Accounts, learners and progress, submissions, comments.
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-12-02 09:56:04.649567
 
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0001'

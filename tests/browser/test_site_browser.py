@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-
 pytestmark = pytest.mark.browser
 FIRST_LESSON = "The CPU/GPU border"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"  # gitignored

@@ -105,7 +105,7 @@ def test_verdict_json_shape():
 
 def test_job_carries_probe_and_a_fresh_nonce():
     ex = _exercise()
-    (job1, nonce1), (job2, nonce2) = build_job(ex, "pass"), build_job(ex, "pass")
+    (job1, nonce1), (_job2, nonce2) = build_job(ex, "pass"), build_job(ex, "pass")
     assert job1.mode == "grade" and job1.grade["probe"] == ex.probe and job1.grade["nonce"] == nonce1
     assert nonce1 != nonce2 and len(nonce1) == 32
 

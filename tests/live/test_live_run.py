@@ -33,7 +33,8 @@ def test_early_and_late_subscribers_get_every_event_in_order():
     # a thread of its own: Playwright's sync API (browser tests) may hold an event loop in this one
     with ThreadPoolExecutor(1) as pool:
         early, late, after = pool.submit(asyncio.run, asyncio.wait_for(scenario(), 5)).result()
-    expected = [("output", {"stream": "stdout", "line": str(i)}) for i in range(6)] + [("verdict", {"status": "passed"})]
+    expected = [("output", {"stream": "stdout", "line": str(i)}) for i in range(6)]
+    expected += [("verdict", {"status": "passed"})]
     assert early == late == after == expected
 
 

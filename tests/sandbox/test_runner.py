@@ -25,8 +25,8 @@ def test_output_streams_line_by_line_in_order(sandbox):
     r = sandbox.run_code(code, events=events)
     assert r.status == "ok"
     lines = [(e.stream, e.line) for e in events]
-    assert [l for s, l in lines if s == "stdout"] == [f"out {i}" for i in range(5)] + ["no newline"]
-    assert [l for s, l in lines if s == "stderr"] == [f"err {i}" for i in range(5)]
+    assert [text for s, text in lines if s == "stdout"] == [f"out {i}" for i in range(5)] + ["no newline"]
+    assert [text for s, text in lines if s == "stderr"] == [f"err {i}" for i in range(5)]
     assert lines.index(("stdout", "out 0")) < lines.index(("stderr", "err 1"))  # interleaved as printed
     assert r.stdout.endswith("out 4\nno newline")
 

@@ -17,8 +17,8 @@ import sys
 import traceback
 
 # Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
-from app.sandbox.harness import grade as _grade  # noqa: E402
-from app.sandbox.harness import wording as _wording  # noqa: E402
+from app.sandbox.harness import grade as _grade
+from app.sandbox.harness import wording as _wording
 
 _wording.warm_up()
 

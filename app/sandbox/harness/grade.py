@@ -105,7 +105,8 @@ def _run_learner(code: str, filename: str, namespace: dict) -> dict:
     try:
         exec(compile(code, filename, "exec"), namespace)
     except SystemExit as exc:
-        outcome.update(system_exit=True, exit_code=exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        outcome.update(system_exit=True, exit_code=status)
     except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
         outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
         sys.stderr.write(outcome["exception"]["traceback"])

@@ -19,10 +19,10 @@ import os
 import sys
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 import torch.utils.data.dataloader
-from torch.utils.data import TensorDataset, dataloader
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
+from torch.utils.data import TensorDataset, dataloader
 
 from app.sandbox.harness import wording
 from app.sandbox.harness.simulation import MIXING_ALLOWED, Simulation, normalise, tensors_in
