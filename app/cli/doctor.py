@@ -14,8 +14,8 @@ from app.config import get_settings
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def doctor(as_json: bool) -> None:
     """Report the sandbox's isolation layers, limits in force and available device modes."""
-    from app.sandbox.doctor import doctor as run_doctor
-    from app.sandbox.doctor import format_report
+    from app.doctor import doctor as run_doctor
+    from app.doctor import format_report
 
     report = run_doctor(get_settings())
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))

@@ -13,27 +13,23 @@ from app.config import get_settings
 MARK = {True: "PASS", False: "FAIL"}
 
 
-def _echo_line(stream: str, line: str) -> None:
-    click.echo(line, err=stream == "stderr")
+def _echo_line(event) -> None:
+    click.echo(event.line, err=event.stream == "stderr")
 
 
 def grade_file(slug: str, code: str, settings, on_output=None):
-    """Grade code against one exercise in a fresh LocalRunner; return the Verdict."""
+    """Grade code against one exercise on a runner started for it; return the Verdict."""
     from app.content.exercises import load_exercises
     from app.grading import grade_submission
-    from app.runner import LocalRunner
+    from app.runner import open_runner
 
     exercises = load_exercises(settings.exercises_dir)
     if slug not in exercises:
         raise click.UsageError(f"no exercise `{slug}`; known: {', '.join(sorted(exercises)) or '(none)'}")
 
     async def main():
-        runner = LocalRunner(settings)
-        await runner.start()
-        try:
+        async with open_runner(settings) as runner:
             return await grade_submission(exercises[slug], code, runner, on_output)
-        finally:
-            await runner.stop()
 
     return asyncio.run(main())
 

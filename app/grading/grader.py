@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import inspect
 import secrets
 import signal
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from app.content.exercises import Exercise
 from app.grading.facts import Facts, check
 from app.grading.verdict import CheckResult, Verdict
-from app.runner.base import Busy, Job, OutputEvent, Rejected, Result
+from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
+from app.runner.factory import emit
 
-OnOutput = Callable[[str, str], Any | Awaitable[Any]]
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
 # A SIGKILL with no limit named and no report came from outside the job: inside its pid namespace the job is
 # pid 1, which none of its own processes can SIGKILL, and the limits enforced by SIGKILL (wall, CPU, memory,
@@ -105,16 +104,9 @@ def _join(*parts: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
-async def _emit(on_output: OnOutput | None, event: OutputEvent) -> None:
-    if on_output is None:
-        return
-    value = on_output(event.stream, event.line)
-    if inspect.isawaitable(value):
-        await value
-
-
-async def grade_submission(exercise: Exercise, code: str, runner, on_output: OnOutput | None = None) -> Verdict:
-    """Grade one submission and return its verdict; on_output(stream, line) gets each output line as it comes."""
+async def grade_submission(exercise: Exercise, code: str, runner: Runner,
+                           on_output: OnOutput | None = None) -> Verdict:  # fmt: skip
+    """Grade one submission and return its verdict; on_output gets each OutputEvent (a line) as it comes."""
     job, nonce = build_job(exercise, code, limits=exercise_limits(exercise, getattr(runner, "limits", None)))
     started = time.perf_counter()
     try:
@@ -126,7 +118,7 @@ async def grade_submission(exercise: Exercise, code: str, runner, on_output: OnO
         return Verdict(exercise=exercise.slug, status="rejected", stderr=exc.message)
     async for event in handle.events():
         if isinstance(event, OutputEvent):
-            await _emit(on_output, event)
+            await emit(on_output, event)
     result = await handle.result()
     verdict = evaluate(exercise, result, nonce)
     if not verdict.duration_ms:

@@ -1,11 +1,13 @@
 """The job interface every runner implements: submit a job, stream its output, get one result.
 
 LocalRunner (local.py) runs jobs in an embedded fork server; a Celery runner can implement the same protocol.
+`make_runner(settings)` (factory.py) is the one place that picks the implementation.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import AsyncIterator, Literal, Protocol, Union
 
@@ -72,6 +74,8 @@ class DoneEvent:
 
 
 Event = Union[OutputEvent, DoneEvent]
+# What every caller that follows a job's output passes: called once per line, in order; may be a coroutine.
+OnOutput = Callable[[OutputEvent], Awaitable[object] | object]
 
 
 class Busy(Exception):
@@ -110,25 +114,46 @@ class JobHandle(Protocol):
 
 
 class Runner(Protocol):
-    """What the site, the grader and the CLI use to run code."""
+    """What the site, the grader and the CLI use to run code. Get one from `open_runner` or `make_runner`."""
 
-    async def start(self) -> None: ...
+    limits: Limits  # the per-job limits in force, which an exercise may tighten
 
-    async def stop(self) -> None: ...
+    async def start(self) -> None:
+        """Get ready to take jobs (may return before the sandbox is up; the first job then waits)."""
+        ...
 
-    async def submit(self, job: Job) -> JobHandle: ...
+    async def ready(self) -> dict:
+        """Wait until jobs can run; return what the sandbox reports about itself (`course doctor` shows it)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop; jobs still queued or running end with status 'error'."""
+        ...
+
+    async def submit(self, job: Job) -> JobHandle:
+        """Queue a job; raise Busy when the queue is full, Rejected when the source is refused."""
+        ...
+
+
+def check_source_text(code: str, source_bytes: int) -> None:
+    """Refuse source that is not UTF-8 text or is over source_bytes; the one place this rule is written.
+
+    The site checks it before a submission costs an attempt (app.submissions.check_code); every runner checks
+    it again on submit, for callers that skip the site (the CLI, bench, a worker fed by another web tier).
+    """
+    try:
+        size = len(code.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise Rejected(f"The code is not valid UTF-8 text (character {exc.start} cannot be encoded); remove that "
+                       "character, save the file as UTF-8 and run again.") from None
+    if size > source_bytes:
+        raise Rejected(f"The code is {size / 1024:.1f} KiB; the limit is {source_bytes / 1024:.0f} KiB. Shorten it "
+                       "(an exercise needs a few dozen lines) and run again.", limit_hit="source")
 
 
 def check_source(job: Job, limits: Limits) -> None:
-    """Refuse a job whose source is not UTF-8 text or is over the size limit."""
-    try:
-        size = len(job.code.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise Rejected(f"the code is not valid UTF-8 text ({exc.reason} at character {exc.start}); "
-                       "save the file as UTF-8 and try again") from None
-    if size > limits.source_bytes:
-        raise Rejected(f"the code is {size / 1024:.1f} KiB; the limit is {limits.source_bytes / 1024:.0f} KiB",
-                       limit_hit="source")
+    """Refuse a job whose source is not UTF-8 text or is over its limits' source_bytes."""
+    check_source_text(job.code, limits.source_bytes)
 
 
 def new_job_id() -> str:
@@ -136,5 +161,5 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-__all__ = ["Job", "Result", "OutputEvent", "DoneEvent", "Event", "Busy", "Rejected", "JobHandle", "Runner",
-           "check_source", "new_job_id"]
+__all__ = ["Job", "Result", "OutputEvent", "DoneEvent", "Event", "OnOutput", "Busy", "Rejected", "JobHandle",
+           "Runner", "check_source", "check_source_text", "new_job_id"]

@@ -85,7 +85,8 @@ def test_traceback_points_into_learner_file_without_sandbox_frames(grade, exerci
 
 def test_output_streams_through_on_output(grade, exercises):
     lines = []
-    verdict = grade("training-loop", exercises["training-loop"].solution, lambda s, line: lines.append((s, line)))
+    verdict = grade("training-loop", exercises["training-loop"].solution,
+                    lambda event: lines.append((event.stream, event.line)))
     assert verdict.status == "passed"
     assert [line for s, line in lines if s == "stdout"][:1] == [verdict.stdout.splitlines()[0]]
     assert sum(1 for s, line in lines if line.startswith("epoch")) == 5

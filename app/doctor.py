@@ -1,11 +1,16 @@
-"""`course doctor`'s report: which isolation layers are on, the limits in force, the device modes available."""
+"""`course doctor`'s report: which isolation layers are on, the limits in force, the device modes available.
+
+It drives a runner from above (a probe job, run as a learner's would be), and asks app.sandbox.host what the
+host offers; the sandbox itself never reaches up to a runner.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 
-from app.sandbox import isolation
+from app.runner import Job, open_runner, run_job
+from app.sandbox import host
 
 # Run inside the sandbox: what a learner's program sees, so the report shows layers in force, not intentions.
 PROBE = r"""
@@ -23,45 +28,22 @@ print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "hostname": socket.get
 """
 
 
-def cuda_status() -> str:
-    """Say whether CUDA is usable here, asking NVML only (this process never forks jobs, but stays cautious)."""
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return f"available ({torch.cuda.device_count()} device(s))"
-        return "not available (no CUDA device or driver; torch " + torch.__version__ + ")"
-    except Exception as exc:  # noqa: BLE001
-        return f"unknown ({type(exc).__name__}: {exc})"
-
-
 def doctor(settings) -> dict:
-    """Start the sandbox, run a probe job in it, and return the report."""
-    from app.runner import Job, LocalRunner, run_job
+    """Start the configured runner, run a probe job in its sandbox, and return the report."""
 
     async def probe() -> tuple[dict, object]:
-        runner = LocalRunner(settings, eager=False)
-        await runner.start()
-        try:
+        async with open_runner(settings, eager=False) as runner:
             info = dict(await runner.ready())
-            result = await run_job(runner, Job(code=PROBE, filename="doctor_probe.py"))
-            return info, result
-        finally:
-            await runner.stop()
+            return info, await run_job(runner, Job(code=PROBE, filename="doctor_probe.py"))
 
     info, result = asyncio.run(probe())
-    inside = None
-    if result.status == "ok":
-        import json
-
-        inside = json.loads(result.stdout.strip().splitlines()[-1])
+    inside = json.loads(result.stdout.strip().splitlines()[-1]) if result.status == "ok" else None
     return {
-        "host": {"uid": os.getuid(), "user_namespaces": isolation.userns_available()},
+        "host": host.facts(),
         "server": info,
         "probe": {"status": result.status, "message": result.message, "inside": inside,
                   "stderr": result.stderr[-500:]},
-        "devices": {"cpu": "available", "cuda": cuda_status()},
+        "devices": {"cpu": "available", "cuda": host.cuda_status()},
     }
 
 
