@@ -11,6 +11,7 @@ from app.config import Settings, get_settings
 from app.content.course import Course, load_course
 from app.content.runnable import run_runnable_blocks, runnable_blocks
 from app.content.schema import ContentError
+from app.grading import check_loaded
 
 
 def resolve_paths(path: Path | None, exercises: Path | None, settings: Settings) -> tuple[Path, Path]:
@@ -24,23 +25,14 @@ def resolve_paths(path: Path | None, exercises: Path | None, settings: Settings)
     return path, exercises or (sibling if sibling.is_dir() else settings.exercises_dir)
 
 
-def grade_exercises(exercises_dir: Path, settings: Settings) -> list[str]:
-    """Grade every exercise's solution and wrong answers, when the grading package provides the check."""
-    try:
-        from app.grading import check_exercises
-    except ImportError:
-        return []
-    return list(check_exercises(exercises_dir, settings))
-
-
-def collect_errors(course: Course, settings: Settings, run: bool, grade: bool) -> list[ContentError | str]:
-    """Return the static errors, then failing runnable blocks (run) and exercise grading errors (grade)."""
-    errors = sorted((e for e in course.errors if isinstance(e, ContentError)), key=lambda e: (str(e.path), e.line))
-    errors += [e for e in course.errors if not isinstance(e, ContentError)]
+def collect_errors(course: Course, settings: Settings, run: bool, grade: bool) -> list[ContentError]:
+    """Return the static errors (exercises that do not load among them), then failing runnable blocks (run) and
+    the course's standard and grading errors of the exercises that loaded (grade)."""
+    errors = sorted(course.errors, key=lambda e: (str(e.path), e.line))
     if run:
         errors += run_runnable_blocks(course)
     if grade:
-        errors += grade_exercises(course.exercises_dir, settings)
+        errors += check_loaded(course.exercises.values(), settings)
     return errors
 
 

@@ -17,19 +17,30 @@ def _echo_line(event) -> None:
     click.echo(event.line, err=event.stream == "stderr")
 
 
+def find_exercise(slug: str, exercises_dir: Path):
+    """Return the exercise SLUG; a usage error names the known ones, a broken one says what to fix."""
+    from app.content.exercises import read_exercises
+
+    exercises, errors = read_exercises(exercises_dir)
+    if slug in exercises:
+        return exercises[slug]
+    broken = [str(e) for e in errors if (exercises_dir / slug) in e.path.parents or e.path == exercises_dir / slug]
+    if broken:
+        raise click.ClickException(f"exercise `{slug}` is broken; fix it (`course check` lists this too):\n"
+                                   + "\n".join(broken))
+    raise click.UsageError(f"no exercise `{slug}`; known: {', '.join(sorted(exercises)) or '(none)'}")
+
+
 def grade_file(slug: str, code: str, settings, on_output=None):
     """Grade code against one exercise on a runner started for it; return the Verdict."""
-    from app.content.exercises import load_exercises
     from app.grading import grade_submission
     from app.runner import open_runner
 
-    exercises = load_exercises(settings.exercises_dir)
-    if slug not in exercises:
-        raise click.UsageError(f"no exercise `{slug}`; known: {', '.join(sorted(exercises)) or '(none)'}")
+    exercise = find_exercise(slug, Path(settings.exercises_dir))
 
     async def main():
         async with open_runner(settings) as runner:
-            return await grade_submission(exercises[slug], code, runner, on_output)
+            return await grade_submission(exercise, code, runner, on_output)
 
     return asyncio.run(main())
 

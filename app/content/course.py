@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.content.exercises import Exercise, load_exercise
+from app.content.exercises import Exercise, read_exercises
 from app.content.lessons import Lesson, load_lesson
 from app.content.schema import ContentError
 from app.content.validate import check_lessons
@@ -20,7 +20,7 @@ class Course:
     exercises: dict[str, Exercise]
     lessons_dir: Path
     exercises_dir: Path
-    errors: list[ContentError | str] = field(default_factory=list)
+    errors: list[ContentError] = field(default_factory=list)
 
     def get(self, slug: str) -> Lesson | None:
         """Return the lesson with this slug, or None."""
@@ -44,20 +44,6 @@ def lesson_files(lessons_dir: Path) -> list[Path]:
     return sorted(p for p in lessons_dir.glob("*.md") if not p.name.startswith(("_", ".")) and p.name != "README.md")
 
 
-def load_all_exercises(exercises_dir: Path) -> tuple[dict[str, Exercise], list[str]]:
-    """Load every exercise folder one by one, so one broken exercise does not hide the others."""
-    exercises, errors = {}, []
-    if not exercises_dir.is_dir():
-        return exercises, errors
-    for folder in sorted(exercises_dir.iterdir()):
-        if (folder / "exercise.yaml").is_file():
-            try:
-                exercises[folder.name] = load_exercise(folder)
-            except ValueError as exc:
-                errors.append(str(exc))
-    return exercises, errors
-
-
 def load_course(lessons_dir: Path, exercises_dir: Path, static_dir: Path | None = None) -> Course:
     """Load, render and statically check every lesson; never raises for bad content (see `errors`)."""
     lessons, errors = [], []
@@ -68,7 +54,7 @@ def load_course(lessons_dir: Path, exercises_dir: Path, static_dir: Path | None 
         errors.extend(lesson_errors)
         if lesson is not None:
             lessons.append(lesson)
-    exercises, exercise_errors = load_all_exercises(exercises_dir)
+    exercises, exercise_errors = read_exercises(exercises_dir)
     lessons.sort(key=lambda lesson: (lesson.meta.order, lesson.slug))
     course = Course(lessons, exercises, lessons_dir, exercises_dir)
     course.errors = errors + exercise_errors + check_lessons(course, static_dir)

@@ -9,6 +9,11 @@ One folder is one exercise:
     wrong/*.py      known-wrong answers; each starts with `# expect: <check_id>` and must fail that check
     probe.py        runs INSIDE the sandbox after the learner's file: `probe(namespace, api) -> dict` of facts
     checks.py       runs OUTSIDE: `evaluate(facts) -> list[CheckResult]`, deciding each check from the report
+
+`read_exercise(folder)` is the one loader: the site (through app.content.course), `course check`, `course grade`
+and the grader's tests all read exercises through it, and its problems are `ContentError`s with the line of
+exercise.yaml they are about. `load_exercise` and `load_exercises` are the strict forms for callers that stop
+at the first broken exercise (ContentInvalid, a ValueError).
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.content.schema import ContentError, ContentInvalid
+from app.content.yaml_errors import parse_mapping, validate
 
 EXPECT_LINE = re.compile(r"^#\s*expect:\s*([a-z][a-z0-9_]*)\s*$")
 # limits an exercise may tighten (never loosen past the site's settings); values in seconds / bytes
@@ -115,29 +122,77 @@ def read_expect(code: str) -> str | None:
     return match.group(1) if match else None
 
 
-def load_exercise(folder: Path) -> Exercise:
-    """Read one exercise folder; raise ValueError naming the file on a bad or missing part."""
-    spec_file = folder / "exercise.yaml"
+# the files every exercise folder has besides exercise.yaml, and the Exercise field each fills
+PARTS = {"prompt.md": "prompt_md", "starter.py": "starter", "solution.py": "solution"}
+
+
+def _read(path: Path, errors: list[ContentError], missing: str) -> str | None:
     try:
-        spec = ExerciseSpec.model_validate(yaml.safe_load(spec_file.read_text(encoding="utf-8")) or {})
-    except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise ValueError(f"{spec_file}: {exc}") from exc
-    parts = {}
-    for name in ("prompt.md", "starter.py", "solution.py"):
-        try:
-            parts[name] = (folder / name).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"{folder / name}: missing; every exercise needs {name}") from exc
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        errors.append(ContentError(path, 1, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"))
+    except OSError:
+        errors.append(ContentError(path, 1, missing))
+    return None
+
+
+def _read_spec(spec_file: Path) -> tuple[ExerciseSpec | None, list[ContentError]]:
+    errors: list[ContentError] = []
+    text = _read(spec_file, errors, "cannot read it; every exercise needs exercise.yaml")
+    if text is None:
+        return None, errors
+    data, errors = parse_mapping(spec_file, text, 0, "exercise.yaml", allow_empty=True)
+    if data is None:
+        return None, errors
+    return validate(ExerciseSpec, data, spec_file, text, 0, what="exercise.yaml")
+
+
+def read_exercise(folder: Path) -> tuple[Exercise | None, list[ContentError]]:
+    """Read one exercise folder; return the exercise, or None and every problem (file, line, what to fix)."""
+    spec, errors = _read_spec(folder / "exercise.yaml")
+    parts = {field: _read(folder / name, errors, f"missing; every exercise needs {name}")
+             for name, field in PARTS.items()}  # fmt: skip
+    wrong = []
+    for path in sorted((folder / "wrong").glob("*.py")):
+        code = _read(path, errors, "cannot read it")
+        if code is not None:
+            wrong.append(WrongAnswer(path=path, code=code, expect=read_expect(code)))
     probe = folder / "probe.py"
-    wrong = [WrongAnswer(path=p, code=(text := p.read_text(encoding="utf-8")), expect=read_expect(text))
-             for p in sorted((folder / "wrong").glob("*.py"))]
-    return Exercise(slug=folder.name, path=folder, spec=spec, prompt_md=parts["prompt.md"],
-                    starter=parts["starter.py"], solution=parts["solution.py"],
-                    probe=probe.read_text(encoding="utf-8") if probe.is_file() else "", wrong=wrong)
+    probe_code = _read(probe, errors, "cannot read it") if probe.is_file() else ""
+    if errors or spec is None:
+        return None, errors
+    return Exercise(slug=folder.name, path=folder, spec=spec, probe=probe_code, wrong=wrong, **parts), []
+
+
+def exercise_folders(root: Path) -> list[Path]:
+    """Return the exercise folders under root (those holding an exercise.yaml), sorted by name."""
+    if not root.is_dir():
+        return []
+    return [folder for folder in sorted(root.iterdir()) if (folder / "exercise.yaml").is_file()]
+
+
+def read_exercises(root: Path) -> tuple[dict[str, Exercise], list[ContentError]]:
+    """Read every exercise folder under root, keyed by slug; one broken folder does not hide the others."""
+    exercises, errors = {}, []
+    for folder in exercise_folders(root):
+        exercise, problems = read_exercise(folder)
+        errors += problems
+        if exercise is not None:
+            exercises[exercise.slug] = exercise
+    return exercises, errors
+
+
+def load_exercise(folder: Path) -> Exercise:
+    """Read one exercise folder; raise ContentInvalid (a ValueError naming file and line) if it is broken."""
+    exercise, errors = read_exercise(folder)
+    if exercise is None:
+        raise ContentInvalid(errors)
+    return exercise
 
 
 def load_exercises(root: Path) -> dict[str, Exercise]:
-    """Load every exercise folder under root, keyed by slug (the folder name)."""
-    if not root.is_dir():
-        return {}
-    return {f.name: load_exercise(f) for f in sorted(root.iterdir()) if (f / "exercise.yaml").is_file()}
+    """Read every exercise folder under root, keyed by slug; raise ContentInvalid if any is broken."""
+    exercises, errors = read_exercises(root)
+    if errors:
+        raise ContentInvalid(errors)
+    return exercises

@@ -23,10 +23,10 @@ class ContentError:
         return f"{display_path(self.path)}:{self.line}: {self.message}"
 
 
-class ContentInvalid(Exception):
-    """Raised when content is broken and the caller refuses to go on (production start-up)."""
+class ContentInvalid(ValueError):
+    """Raised when content is broken and the caller refuses to go on (production start-up, a strict loader)."""
 
-    def __init__(self, errors: list[ContentError | str]):
+    def __init__(self, errors: list[ContentError]):
         self.errors = errors
         super().__init__("\n".join(str(e) for e in errors))
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from app.content.schema import ContentError
+from app.content.yaml_errors import yaml_line
 
 if TYPE_CHECKING:
     from app.content.course import Course
@@ -129,8 +130,6 @@ def _front_matter_exercises(course: Course, lesson: Lesson) -> list[ContentError
 
 
 def _fm_item_line(lesson: Lesson, slug: str) -> int:
-    from app.content.lessons import yaml_line
-
     text, first = lesson.facts.front_matter or ("", 1)
     index = lesson.meta.exercises.index(slug)
     return yaml_line(text, ("exercises", index), first)

@@ -44,13 +44,13 @@ def test_check_exercises_catches_a_check_that_cannot_fail_and_a_failing_solution
     (folder / "solution.py").write_text((folder / "starter.py").read_text())
     settings = Settings(env="test", secret_key="test-secret", database_url=f"sqlite:///{tmp_path / 'c.db'}")
     errors = check_exercises(tmp_path / "exercises", settings)
-    joined = "\n".join(errors)
+    joined = "\n".join(map(str, errors))
     assert f"{folder / 'wrong' / 'no_header.py'}:1: the first line must be `# expect: <check_id>`" in joined
     assert "unknown_id.py:1: expects `gpu_is_fast`" in joined
     # static problems stop grading of that exercise; fix them and grade
     (folder / "wrong" / "no_header.py").unlink()
     (folder / "wrong" / "unknown_id.py").unlink()
-    errors = check_exercises(tmp_path / "exercises", settings)
+    errors = [str(e) for e in check_exercises(tmp_path / "exercises", settings)]
     assert any(e.startswith(f"{folder / 'solution.py'}:10: the solution does not pass") for e in errors), errors
     assert f"{folder / 'wrong' / 'really_right.py'}:1: this wrong answer passes every check" in "\n".join(errors)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,16 @@ def test_check_accepts_a_single_lesson_file_and_static_only_mode(fixtures_dir):
     result = course_check(str(fixtures_dir / "broken" / "lessons" / "f-code.md"), "--no-run", "--no-grade")
     assert result.returncode == 1
     assert "f-code.md:21:" in result.stdout and "runnable block failed" not in result.stdout
+
+
+def test_a_broken_exercise_yaml_is_one_problem_at_its_line(tmp_path, fixtures_dir):
+    """With grading on (the path that also re-loaded exercises), a bad field is reported once, file:line: fix."""
+    course = tmp_path / "course"
+    shutil.copytree(fixtures_dir / "good", course)
+    spec = course / "exercises" / "demo-move" / "exercise.yaml"
+    spec.write_text(spec.read_text().replace("checks:", "colour: red\nchecks:", 1))
+    result = course_check(str(course), "--no-run")
+    assert result.returncode == 1
+    about = [line for line in result.stdout.splitlines() if "exercise.yaml" in line]
+    assert about == [f"{spec}:3: remove `colour` (allowed fields: title, lesson, checks, hints, limits)"], result.stdout
+    assert "pydantic" not in result.stdout
