@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 from sqlalchemy import ColumnElement, exists, false, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
+from app.errors import Refusal
 from app.models import Comment, User, utcnow
 
 # top-level comments per page; replies always travel with their parent
@@ -30,13 +31,8 @@ URL_SCHEMES = {"http", "https", "mailto"}
 LINK_REL = "nofollow noopener ugc"
 
 
-class CommentError(Exception):
-    """A refusal the web layer turns into an HTTP status: `status` and a message a person can act on."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+class CommentError(Refusal):
+    """A refusal the web layer turns into an HTTP status: `status_code` and a message a person can act on."""
 
 
 def render_markdown(body: str) -> str:
@@ -47,12 +43,20 @@ def render_markdown(body: str) -> str:
     )
 
 
-def check_body(body: str, max_chars: int) -> str:
-    """Return the body if it is acceptable; raise CommentError 422 (empty) or 413 (too long)."""
+def body_problem(body: str) -> str | None:
+    """Say what makes a comment body unpostable whatever its length (blank, or a NUL), or None if nothing does."""
     if not body.strip():
-        raise CommentError(422, "The comment is empty; write something before posting.")
+        return "The comment is empty; write something before posting."
     if "\x00" in body:  # PostgreSQL text cannot hold NUL, and no person types one
-        raise CommentError(422, "The comment contains a NUL character (\\x00); remove it and post again.")
+        return "The comment contains a NUL character (\\x00); remove it and post again."
+    return None
+
+
+def check_body(body: str, max_chars: int) -> str:
+    """Return the body if it is acceptable; raise CommentError 422 (blank, NUL) or 413 (too long)."""
+    problem = body_problem(body)
+    if problem is not None:
+        raise CommentError(422, problem)
     if len(body) > max_chars:
         raise CommentError(
             413,
@@ -209,6 +213,7 @@ __all__ = [
     "CommentError",
     "Thread",
     "render_markdown",
+    "body_problem",
     "check_body",
     "count_comments",
     "list_thread",

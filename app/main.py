@@ -1,32 +1,55 @@
-"""Build the FastAPI application from one Settings object."""
+"""Build the FastAPI application from one Settings object: the whole wiring of the site is in this file."""
 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
-from fastapi.staticfiles import StaticFiles
+from fastapi import Depends, FastAPI
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
 
 from app.config import Settings, get_settings
+from app.db import Database
 from app.runner import make_runner
-from app.web import auth as auth_routes
-from app.web import comments as comment_routes
-from app.web import deps, errors, forms, lessons, page_cache, templating
-from app.web import exercises as exercise_routes
-from app.web import progress as progress_routes
+from app.web import auth, comments, errors, exercises, lessons, page_cache, progress
+from app.web.deps import make_limiter, open_database, require_csrf
+from app.web.forms import Utf8FormMiddleware
+from app.web.identity import SESSION_COOKIE, SESSION_MAX_AGE, IdentityMiddleware
 from app.web.limits import BodyLimitMiddleware
+from app.web.static import PublicStaticFiles
+from app.web.templating import make_templates
+
+ROUTERS = (lessons.router, auth.router, comments.router, progress.router, exercises.router)
+
+
+def middleware(settings: Settings, db: Database) -> list[Middleware]:
+    """Return the middleware, outermost first. Each one relies on those above it:
+
+    1. BodyLimit: refuses an oversized body (413) before anything reads it.
+    2. Utf8Form: reads form bodies (within the limit) and refuses fields that are not UTF-8 (400).
+    3. Session: the signed cookie, which the identity below reads and writes.
+    4. Identity: learner id, CSRF token and user from the session; says whether the visitor is new.
+    5. FirstVisit: answers a new visitor's lesson page from the page cache, which needs 4's answer and token.
+    """
+    return [
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(Utf8FormMiddleware),
+        Middleware(SessionMiddleware, secret_key=settings.secret_key, session_cookie=SESSION_COOKIE,
+                   max_age=SESSION_MAX_AGE, same_site="lax", https_only=settings.env == "production"),
+        Middleware(IdentityMiddleware, db=db),
+        Middleware(page_cache.FirstVisitMiddleware),
+    ]
 
 
 def create_app(settings: Settings | None = None, *, watch_content: bool = False) -> FastAPI:
-    """Create the site: routers, static files, middleware, and the runner's lifespan.
+    """Create the site: state, middleware, CSRF on every unsafe route, error handlers, static files, routers.
 
     Lessons are parsed once here (production refuses broken content: ContentInvalid); `watch_content` reloads
-    them while the app runs (`course serve --reload`).
+    them and the templates while the app runs (`course serve --reload`).
     """
     settings = settings or get_settings()
-    templating.configure(settings, auto_reload=True if watch_content else None)
     course = lessons.load_site_course(settings)
+    db = open_database(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -39,22 +62,18 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         finally:
             await app.state.runner.stop()
 
-    app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan, responses=errors.COMMON_RESPONSES)
+    app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan, responses=errors.COMMON_RESPONSES,
+                  middleware=middleware(settings, db), dependencies=[Depends(require_csrf)])  # fmt: skip
     app.state.settings = settings
-    app.add_middleware(page_cache.FirstVisitMiddleware)  # added before deps.install: runs inside identity
-    deps.install(app, settings)  # database, sessions, identity, CSRF on every unsafe route, rate limiter
-    app.add_middleware(forms.Utf8FormMiddleware)  # form fields that are not UTF-8: 400 before any route reads them
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)  # outermost: before any reading
+    app.state.db = db
     app.state.course = course
+    app.state.templates = make_templates(settings, auto_reload=True if watch_content else None)
+    app.state.limiter = make_limiter()
     app.state.page_cache = page_cache.PageCache()
-    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     app.add_exception_handler(404, lessons.not_found)
-    app.add_exception_handler(400, errors.bad_request)
-    app.add_exception_handler(405, errors.method_not_allowed)
-    app.add_exception_handler(RequestValidationError, errors.validation_error)
-    app.include_router(lessons.router)
-    app.include_router(auth_routes.router)
-    app.include_router(comment_routes.router)
-    app.include_router(progress_routes.router)
-    app.include_router(exercise_routes.router)
+    for error, handler in errors.HANDLERS.items():
+        app.add_exception_handler(error, handler)
+    app.mount("/static", PublicStaticFiles(directory=settings.static_dir), name="static")
+    for router in ROUTERS:
+        app.include_router(router)
     return app

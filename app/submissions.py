@@ -28,8 +28,9 @@ from sqlalchemy.orm import Session
 from app import progress
 from app.content.exercises import Exercise
 from app.db import Database
+from app.errors import Refusal
 from app.models import Submission
-from app.runner.base import Busy, OutputEvent
+from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +43,21 @@ FAILED_STATUSES = ("failed", "timeout")
 INTERRUPTED_MESSAGE = "The server restarted while this ran (not your code's fault); run it again."
 
 
-class Refused(Exception):
+class Refused(Refusal):
     """Code the site will not run: `status_code` (413 too large, 400 not UTF-8) and a message a person can act on."""
 
-    def __init__(self, status_code: int, message: str) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
+    @classmethod
+    def of(cls, rejected: Rejected) -> Refused:
+        """Return the site's refusal for a runner's: 413 for source over the size limit, else 400."""
+        return cls(413 if rejected.limit_hit == "source" else 400, rejected.message)
 
 
 def check_code(code: str, *, source_bytes: int) -> None:
-    """Refuse code that is not UTF-8 text (400) or is over the source limit (413)."""
+    """Refuse code the sandbox would refuse, before it costs an attempt: 413 too large, 400 not UTF-8."""
     try:
-        size = len(code.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise Refused(400, f"The code is not valid UTF-8 text (character {exc.start} cannot be encoded); "
-                           "remove that character and run again.") from None
-    if size > source_bytes:
-        raise Refused(413, f"The code is {size / 1024:.1f} KiB; the limit is {source_bytes / 1024:.0f} KiB. "
-                           "Shorten it (an exercise needs a few dozen lines) and run again.")
+        check_source_text(code, source_bytes)
+    except Rejected as exc:
+        raise Refused.of(exc) from None
 
 
 # --- the live event buffer ---------------------------------------------------------------------------------
@@ -96,15 +93,6 @@ class LiveRun:
             if self.done:
                 return
             await wake.wait()
-
-
-def output_data(event: Any, *rest: Any) -> dict:
-    """Turn whatever the grader reports for a line (an OutputEvent, or stream and line) into event data."""
-    if isinstance(event, OutputEvent) or hasattr(event, "line"):
-        return {"stream": event.stream, "line": event.line}
-    if rest:
-        return {"stream": str(event), "line": str(rest[0])}
-    return {"stream": "stdout", "line": str(event)}
 
 
 def error_verdict(exercise_slug: str, message: str) -> dict:
@@ -194,7 +182,9 @@ class LiveHub:
     async def _grade(self, exercise: Exercise, code: str, run: LiveRun, accepted: asyncio.Future,
                      recorded: asyncio.Future) -> None:
         """Grade in the background, push output as it comes, then store and push the verdict."""
-        on_output = lambda *args: run.push("output", output_data(*args))  # noqa: E731
+        def on_output(event: OutputEvent) -> None:
+            run.push("output", {"stream": event.stream, "line": event.line})
+
         try:
             verdict = await self._grader()(exercise, code, _WatchedRunner(self.runner, accepted), on_output)
             verdict = verdict.model_dump(mode="json") if hasattr(verdict, "model_dump") else dict(verdict)
@@ -346,5 +336,15 @@ def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, lim
     }
 
 
+def panel_state(session: Session, *, learner_id: str, exercise: Exercise) -> dict:
+    """Return what a lesson page's exercise panel shows this learner: exercise_state, plus last code and verdict."""
+    state = exercise_state(session, learner_id=learner_id, exercise=exercise)
+    latest = progress.latest_submission(session, learner_id=learner_id, exercise_slug=exercise.slug)
+    state["code"] = state["latest_code"]
+    state["last"] = verdict_json(latest) if latest is not None and latest.finished else None
+    return state
+
+
 __all__ = ["LiveHub", "LiveRun", "Refused", "check_code", "verdict_json", "attempt_summary", "exercise_state",
-           "failed_attempts", "stored_events", "error_verdict", "fail_interrupted", "SOLUTION_AFTER_FAILURES", "Busy"]
+           "panel_state", "failed_attempts", "stored_events", "error_verdict", "fail_interrupted",
+           "SOLUTION_AFTER_FAILURES"]

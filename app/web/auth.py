@@ -12,7 +12,9 @@ from sqlalchemy.orm import Session
 from app import accounts
 from app.models import User
 from app.progress import merge_learners
-from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit, sign_in, sign_out
+from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
+from app.web.identity import sign_in, sign_out
+from app.web.templating import render
 
 router = APIRouter()
 
@@ -156,11 +158,7 @@ def _safe_next(target: str | None) -> str:
 
 
 def _page(request: Request, name: str, status: int = 200, **ctx):
-    from app.web.templating import render
-
-    response = render(request, name, **ctx)
-    response.status_code = status
-    return response
+    return render(request, name, status_code=status, **ctx)
 
 
 def _errors(exc: Exception) -> list[str]:

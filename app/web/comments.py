@@ -1,39 +1,30 @@
-"""Comment threads: the JSON API the page's script uses, and form routes for browsers without JavaScript."""
+"""Comment threads: the JSON API the page's script uses, form routes for browsers without JavaScript, and
+`thread_view`, the page of a thread the lesson page shows.
+
+A refusal from `app.comments` (CommentError) is answered by the handler `create_app` registers for it; only the
+form routes catch it, to send the browser back to the thread with the message shown above it.
+"""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Form, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Form, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import AfterValidator, BaseModel, Field
+from sqlalchemy.orm import Session
 
 from app import comments
 from app.models import Comment, User
-from app.web.deps import CurrentUser, OptionalUser, SessionDep
+from app.web.deps import CurrentUser, KnownLesson, OptionalUser, SessionDep
 
 router = APIRouter()
 
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 # the largest id a portable INTEGER column holds (PostgreSQL's int4); larger numbers are no id of ours
 MAX_ID = 2**31 - 1
 CommentId = Annotated[int, Path(ge=1, le=MAX_ID, description="A comment's id.")]
-
-
-def known_lesson(request: Request, slug: str) -> bool:
-    """Say whether the course the site loaded has a lesson with this slug."""
-    course = getattr(request.app.state, "course", None)
-    return bool(SLUG_RE.match(slug)) and course is not None and course.get(slug) is not None
-
-
-def require_lesson(request: Request, slug: str) -> str:
-    """Return the slug; 404 if there is no such lesson."""
-    if not known_lesson(request, slug):
-        raise HTTPException(404, f"There is no lesson {slug[:100]!r}.")
-    return slug
 
 
 class AuthorOut(BaseModel):
@@ -89,14 +80,13 @@ class ThreadOut(BaseModel):
 
 def _postable(body: str) -> str:
     """Refuse a blank body or one with NUL here, so the 422 has the same shape as every validation error."""
-    if not body.strip():
-        raise ValueError("the comment is empty; write something before posting")
-    if "\x00" in body:
-        raise ValueError("the comment contains a NUL character (\\x00); remove it and post again")
+    problem = comments.body_problem(body)
+    if problem is not None:
+        raise ValueError(problem)
     return body
 
 
-# the pattern documents _postable in the schema (some non-space character, no NUL); _postable enforces it with
+# the pattern documents the rule in the schema (some non-space character, no NUL); _postable enforces it with
 # Python's idea of white space, which a pattern checked by pydantic's Rust regex engine would not share
 CommentBody = Annotated[str, AfterValidator(_postable), Field(
     description="Markdown; raw HTML is shown as text. Not blank. Limit: settings.comment_max_chars.",
@@ -116,10 +106,6 @@ class HideIn(BaseModel):
     hidden: bool = True
 
 
-def _fail(exc: comments.CommentError) -> HTTPException:
-    return HTTPException(exc.status, exc.message)
-
-
 def _max_chars(request: Request) -> int:
     return request.app.state.settings.comment_max_chars
 
@@ -130,10 +116,9 @@ ERRORS = {400: {"description": "Bad reply"}, 401: {"description": "Not signed in
 
 
 @router.get("/api/lessons/{slug}/comments", response_model=ThreadOut, tags=["comments"], responses=ERRORS)
-def api_thread(slug: str, request: Request, session: SessionDep, viewer: OptionalUser,
+def api_thread(slug: KnownLesson, session: SessionDep, viewer: OptionalUser,
                page: Annotated[int, Query(ge=1, le=MAX_ID)] = 1) -> ThreadOut:  # fmt: skip
     """List one page (50 threads) of a lesson's comments, replies attached; anyone may read."""
-    require_lesson(request, slug)
     thread = comments.list_thread(session, lesson_slug=slug, viewer=viewer, page=page)
     return ThreadOut(
         lesson=slug,
@@ -147,16 +132,11 @@ def api_thread(slug: str, request: Request, session: SessionDep, viewer: Optiona
 
 @router.post("/api/lessons/{slug}/comments", status_code=201, response_model=CommentOut, tags=["comments"],
              responses=ERRORS)  # fmt: skip
-def api_post(slug: str, data: CommentIn, request: Request, session: SessionDep, user: CurrentUser) -> CommentOut:
+def api_post(slug: KnownLesson, data: CommentIn, request: Request, session: SessionDep,
+             user: CurrentUser) -> CommentOut:  # fmt: skip
     """Post a comment, or a reply with parent_id; signed-in users only."""
-    require_lesson(request, slug)
-    try:
-        comment = comments.post_comment(
-            session, author=user, lesson_slug=slug, body=data.body, parent_id=data.parent_id,
-            max_chars=_max_chars(request),
-        )  # fmt: skip
-    except comments.CommentError as exc:
-        raise _fail(exc) from None
+    comment = comments.post_comment(session, author=user, lesson_slug=slug, body=data.body, parent_id=data.parent_id,
+                                    max_chars=_max_chars(request))  # fmt: skip
     session.commit()
     return CommentOut.of(comment, user)
 
@@ -164,12 +144,8 @@ def api_post(slug: str, data: CommentIn, request: Request, session: SessionDep, 
 @router.patch("/api/comments/{comment_id}", response_model=CommentOut, tags=["comments"], responses=ERRORS)
 def api_edit(comment_id: CommentId, data: CommentEdit, request: Request, session: SessionDep, user: CurrentUser):
     """Edit your own comment; it is marked as edited."""
-    try:
-        comment = comments.edit_comment(
-            session, comment_id=comment_id, editor=user, body=data.body, max_chars=_max_chars(request)
-        )
-    except comments.CommentError as exc:
-        raise _fail(exc) from None
+    comment = comments.edit_comment(session, comment_id=comment_id, editor=user, body=data.body,
+                                    max_chars=_max_chars(request))  # fmt: skip
     session.commit()
     return CommentOut.of(comment, user)
 
@@ -177,10 +153,7 @@ def api_edit(comment_id: CommentId, data: CommentEdit, request: Request, session
 @router.delete("/api/comments/{comment_id}", status_code=204, tags=["comments"], responses=ERRORS)
 def api_delete(comment_id: CommentId, session: SessionDep, user: CurrentUser) -> Response:
     """Delete your own comment (instructors: any comment)."""
-    try:
-        comments.delete_comment(session, comment_id=comment_id, actor=user)
-    except comments.CommentError as exc:
-        raise _fail(exc) from None
+    comments.delete_comment(session, comment_id=comment_id, actor=user)
     session.commit()
     return Response(status_code=204)
 
@@ -188,12 +161,7 @@ def api_delete(comment_id: CommentId, session: SessionDep, user: CurrentUser) ->
 @router.post("/api/comments/{comment_id}/hide", response_model=CommentOut, tags=["comments"], responses=ERRORS)
 def api_hide(comment_id: CommentId, session: SessionDep, user: CurrentUser, data: HideIn | None = None) -> CommentOut:
     """Hide a comment from learners (instructors only); send {"hidden": false} to show it again."""
-    try:
-        comment = comments.hide_comment(
-            session, comment_id=comment_id, actor=user, hidden=data.hidden if data else True
-        )
-    except comments.CommentError as exc:
-        raise _fail(exc) from None
+    comment = comments.hide_comment(session, comment_id=comment_id, actor=user, hidden=data.hidden if data else True)
     session.commit()
     return CommentOut.of(comment, user)
 
@@ -208,14 +176,13 @@ def _back(slug: str, error: str | None = None) -> RedirectResponse:
 
 @router.post("/lessons/{slug}/comments", include_in_schema=False)
 def form_post(
-    slug: str,
+    slug: KnownLesson,
     request: Request,
     session: SessionDep,
     user: CurrentUser,
     body: Annotated[str, Form()] = "",
     parent_id: Annotated[int | None, Form(ge=1, le=MAX_ID)] = None,
 ):
-    require_lesson(request, slug)
     try:
         comments.post_comment(
             session, author=user, lesson_slug=slug, body=body, parent_id=parent_id, max_chars=_max_chars(request)
@@ -234,8 +201,8 @@ def form_edit(comment_id: CommentId, request: Request, session: SessionDep, user
             session, comment_id=comment_id, editor=user, body=body, max_chars=_max_chars(request)
         )
     except comments.CommentError as exc:
-        if exc.status in (403, 404):
-            raise _fail(exc) from None
+        if exc.status_code in (403, 404):
+            raise  # not theirs, or gone: answered like the API, not shown above the thread
         return _back(session.get(Comment, comment_id).lesson_slug, exc.message)
     session.commit()
     return _back(comment.lesson_slug)
@@ -243,45 +210,30 @@ def form_edit(comment_id: CommentId, request: Request, session: SessionDep, user
 
 @router.post("/comments/{comment_id}/delete", include_in_schema=False)
 def form_delete(comment_id: CommentId, session: SessionDep, user: CurrentUser):
-    try:
-        comment = comments.delete_comment(session, comment_id=comment_id, actor=user)
-    except comments.CommentError as exc:
-        raise _fail(exc) from None
+    comment = comments.delete_comment(session, comment_id=comment_id, actor=user)
     session.commit()
     return _back(comment.lesson_slug)
 
 
 @router.post("/comments/{comment_id}/hide", include_in_schema=False)
 def form_hide(comment_id: CommentId, session: SessionDep, user: CurrentUser, hidden: Annotated[str, Form()] = "1"):
-    try:
-        comment = comments.hide_comment(session, comment_id=comment_id, actor=user, hidden=hidden == "1")
-    except comments.CommentError as exc:
-        raise _fail(exc) from None
+    comment = comments.hide_comment(session, comment_id=comment_id, actor=user, hidden=hidden == "1")
     session.commit()
     return _back(comment.lesson_slug)
 
 
-# --- template helper (registered as a Jinja global by app.web.deps.install) ---------------------------------
+# --- the thread under a lesson page -----------------------------------------------------------------------
 
 
-def comment_thread(request: Request, lesson) -> dict:
-    """Return what templates/comments/_thread.html shows: one page of the thread as this visitor sees it."""
-    viewer = getattr(request.state, "user", None)
-    try:
-        page = max(1, int(request.query_params.get("comments_page", "1")))
-    except ValueError:
-        page = 1
-    with request.app.state.db.session() as session:
-        thread = comments.list_thread(session, lesson_slug=lesson.slug, viewer=viewer, page=page)
-        items = [CommentOut.of(c, viewer, thread.replies.get(c.id, [])) for c in thread.comments]
+def thread_view(session: Session, *, lesson_slug: str, viewer: User | None, page: int, max_chars: int,
+                error: str | None = None) -> dict:  # fmt: skip
+    """Return what templates/comments/_thread.html shows: one page of the thread as this viewer sees it."""
+    thread = comments.list_thread(session, lesson_slug=lesson_slug, viewer=viewer, page=page)
     return {
         "count": thread.count,
         "page": thread.page,
         "pages": thread.pages,
-        "comments": items,
-        "error": request.query_params.get("comment_error"),
-        "max_chars": request.app.state.settings.comment_max_chars,
+        "comments": [CommentOut.of(c, viewer, thread.replies.get(c.id, [])) for c in thread.comments],
+        "error": error,
+        "max_chars": max_chars,
     }
-
-
-TEMPLATE_GLOBALS = {"comment_thread": comment_thread}

@@ -1,12 +1,19 @@
-"""Answers for refusals the framework makes before a route runs, reworded so a person can act on them."""
+"""Exception handlers: refusals the framework makes before a route runs, reworded so a person can act on them,
+and one handler per domain error the layers below raise (`create_app` registers each in `HANDLERS`)."""
 
 from __future__ import annotations
 
 from fastapi import Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
+
+from app.comments import CommentError
+from app.errors import Refusal
+from app.runner.base import Busy, Rejected
+from app.submissions import Refused
 
 # FastAPI's words when a JSON body cannot be decoded (e.g. it is not UTF-8)
 FASTAPI_PARSE_ERROR = "There was an error parsing the body"
@@ -57,3 +64,37 @@ def _leaf_routes(routes):
             yield from _leaf_routes(inner.routes)
         else:
             yield route
+
+
+# --- domain errors ------------------------------------------------------------------------------------------
+
+
+async def refusal(request: Request, exc: Refusal):
+    """Answer a refusal from below the web exactly as an HTTPException with its status (the 404 page included)."""
+    handler = request.app.exception_handlers.get(exc.status_code, http_exception_handler)
+    return await handler(request, HTTPException(exc.status_code, exc.message))
+
+
+async def rejected(request: Request, exc: Rejected):
+    """Answer code the runner refused: 413 for source over the size limit, else 400."""
+    return await refusal(request, Refused.of(exc))
+
+
+async def busy(request: Request, exc: Busy) -> JSONResponse:
+    """Answer 429 for a full sandbox queue; the page shows "the course is busy, retrying in N s" and retries."""
+    return JSONResponse(
+        {"detail": f"The course is busy: every sandbox is taken and the queue is full. Retry in {exc.retry_after} s.",
+         "reason": "busy", "retry_after": exc.retry_after},
+        status_code=429, headers={"Retry-After": str(exc.retry_after)})
+
+
+# framework refusals first, then one handler per domain error type
+HANDLERS = {
+    400: bad_request,
+    405: method_not_allowed,
+    RequestValidationError: validation_error,
+    CommentError: refusal,
+    Refused: refusal,
+    Rejected: rejected,
+    Busy: busy,
+}

@@ -17,16 +17,15 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy.exc import OperationalError
 
 from app import progress
 from app.content.exercises import Exercise
 from app.models import Submission
-from app.runner.base import Busy, Rejected
+from app.runner.base import Busy
 from app.submissions import LiveHub, Refused, check_code, exercise_state, fail_interrupted, verdict_json
-from app.web import templating
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
 
 log = logging.getLogger(__name__)
@@ -100,7 +99,11 @@ SubmissionRateLimit = Depends(rate_limit("submission_rate_limit", "submit", per=
 
 
 async def read_code(request: Request) -> str:
-    """Read the JSON body {"code": str}; 413 if too large, 400 if not UTF-8 or not JSON, 422 without a code."""
+    """Read the JSON body {"code": str}; 413 if too large, 400 if not UTF-8 or not JSON, 422 without a code.
+
+    The body is read up to a cap derived from the source limit, so a huge body is refused without being held;
+    the code it carries is then checked against the limit itself (check_code, the one statement of that rule).
+    """
     source_bytes = request.app.state.settings.sandbox_source_bytes
     cap = source_bytes * BODY_PER_SOURCE_BYTE + BODY_ENVELOPE_BYTES
     too_large = Refused(413, f"The code is over the limit of {source_bytes / 1024:.0f} KiB; shorten it and run again.")
@@ -124,19 +127,6 @@ async def read_code(request: Request) -> str:
     return data["code"]
 
 
-def refusal(exc: Refused) -> JSONResponse:
-    """Answer a refused submission with its status and message."""
-    return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
-
-
-def busy(exc: Busy) -> JSONResponse:
-    """Answer 429 for a full sandbox queue; the page shows "the course is busy, retrying in N s" and retries."""
-    return JSONResponse(
-        {"detail": f"The course is busy: every sandbox is taken and the queue is full. Retry in {exc.retry_after} s.",
-         "reason": "busy", "retry_after": exc.retry_after},
-        status_code=429, headers={"Retry-After": str(exc.retry_after)})
-
-
 # --- routes ---------------------------------------------------------------------------------------------
 
 # read_code's own 422 is one sentence, not FastAPI's list of validation errors
@@ -157,15 +147,7 @@ async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) ->
     hub: LiveHub = request.app.state.live
     if hub.runner is None:
         raise HTTPException(503, "The sandbox runner is not running; the operator should check `course doctor`.")
-    try:
-        code = await read_code(request)
-        submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code)
-    except Refused as exc:
-        return refusal(exc)
-    except Busy as exc:
-        return busy(exc)
-    except Rejected as exc:
-        return refusal(Refused(413 if exc.limit_hit == "source" else 400, exc.message))
+    submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=await read_code(request))
     return {"id": submission_id, "url": f"/api/submissions/{submission_id}",
             "events": f"/api/submissions/{submission_id}/events"}
 
@@ -240,20 +222,3 @@ def _form_refusal(request: Request, exercise: Exercise, status: int, message: st
     body = (f"<!doctype html><title>Not run</title><p>{html.escape(message)}</p>"
             f'<p><a href="{back}">Back to the exercise</a></p>')
     return HTMLResponse(body, status_code=status, headers=headers)
-
-
-def exercise_panel(request: Request, exercise: Exercise) -> dict:
-    """Return the panel's state for this visitor (template global): last code and verdict, attempts, solution."""
-    db = getattr(request.app.state, "db", None)
-    learner = getattr(request.state, "learner_id", None)
-    if db is None or learner is None:
-        return {}
-    with db.session() as session:
-        state = exercise_state(session, learner_id=learner, exercise=exercise)
-        latest = progress.latest_submission(session, learner_id=learner, exercise_slug=exercise.slug)
-    state["code"] = state["latest_code"]
-    state["last"] = verdict_json(latest) if latest is not None and latest.finished else None
-    return state
-
-
-templating.templates.env.globals["exercise_panel"] = exercise_panel

@@ -5,29 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager, suppress
-from typing import Annotated
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
+from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app import progress
 from app.config import Settings
 from app.content.course import Course, load_course
+from app.content.lessons import Lesson
 from app.content.schema import ContentInvalid
+from app.submissions import panel_state
 from app.web import page_cache
-from app.web.templating import render, templates
+from app.web.comments import thread_view
+from app.web.deps import CourseDep, LearnerId, SessionDep
+from app.web.progress import lesson_row
+from app.web.templating import render, render_text
 
 log = logging.getLogger(__name__)
 router = APIRouter()
-
-
-async def get_course(request: Request) -> Course:  # async: a sync dependency costs a thread hop per request
-    """Return the course the app loaded at start-up (or last reloaded)."""
-    return request.app.state.course
-
-
-CourseDep = Annotated[Course, Depends(get_course)]
 
 
 def load_site_course(settings: Settings) -> Course:
@@ -44,44 +42,78 @@ def _content_error_page(request: Request, course: Course):
     return render(request, "errors/content.html", status_code=500, errors=[str(e) for e in course.errors])
 
 
+def not_found_page(request: Request, what: str):
+    """Render the friendly 404 page: what is missing, and every lesson there is."""
+    course: Course | None = getattr(request.app.state, "course", None)
+    return render(request, "errors/404.html", status_code=404, what=what, lessons=course.lessons if course else [])
+
+
 @router.get("/", name="index", include_in_schema=False)  # HTML pages are not the JSON API
-def index(request: Request, course: CourseDep):
-    """List the lessons in course order."""
+def index(request: Request, course: CourseDep, session: SessionDep, learner: LearnerId):
+    """List the lessons in course order, each with this visitor's progress."""
     if course.errors:
         return _content_error_page(request, course)
-    return render(request, "lessons/index.html", course=course, lessons=course.lessons)
+    mine = progress.learner_progress(session, learner_id=learner)
+    badges = {lesson.slug: lesson_row(lesson, course, mine) for lesson in course.lessons}
+    return render(request, "lessons/index.html", course=course, lessons=course.lessons, badges=badges)
 
 
 @router.get("/lessons/{slug}", name="lesson", include_in_schema=False)
 async def show_lesson(slug: str, request: Request):
     """Show one lesson with its exercises, or the friendly 404 page.
 
-    Async so that a new visitor's page (from page_cache) costs no thread hop; rendering for a known visitor
-    queries the database, so it runs in a worker thread. The course is read from app.state directly: each
-    dependency costs FastAPI a resolution step on every request.
+    Async so that a new visitor's page (from page_cache) costs no thread hop; computing the page for a known
+    visitor queries the database, so it runs in a worker thread. The course is read from app.state directly:
+    each dependency costs FastAPI a resolution step on every request.
     """
     course: Course = request.app.state.course
     if course.errors:
         return await anyio.to_thread.run_sync(_content_error_page, request, course)
     lesson = course.get(slug)
     if lesson is None:
-        return render(request, "errors/404.html", status_code=404, what=f"There is no lesson called “{slug}”.")
-    previous, following = course.neighbours(lesson)
-    context = dict(course=course, lesson=lesson, exercises=course.exercises, previous=previous, next=following,
-                   number=course.position(lesson) + 1)
+        return not_found_page(request, f"There is no lesson called “{slug}”.")
     if getattr(request.state, "new_visitor", False) and not request.query_params:
         cache: page_cache.PageCache = request.app.state.page_cache
-        render_shared = lambda: anyio.to_thread.run_sync(_first_visit_html, request, context)  # noqa: E731
+        render_shared = lambda: anyio.to_thread.run_sync(_first_visit_html, request, course, lesson)  # noqa: E731
         page = await cache.page((id(course), lesson.slug), render_shared)
         return page.response(request.state.csrf_token)
-    return await anyio.to_thread.run_sync(lambda: render(request, "lessons/lesson.html", **context))
+    return await anyio.to_thread.run_sync(_lesson_response, request, course, lesson)
 
 
-def _first_visit_html(request: Request, context: dict) -> str:
+def lesson_context(session: Session, request: Request, course: Course, lesson: Lesson) -> dict:
+    """Compute everything the lesson page shows this visitor: exercise panels, their progress, the comments."""
+    learner, viewer = request.state.learner_id, getattr(request.state, "user", None)
+    previous, following = course.neighbours(lesson)
+    slugs = [s for s in dict.fromkeys(lesson.placed_exercises() + lesson.meta.exercises) if s in course.exercises]
+    mine = progress.learner_progress(session, learner_id=learner)
+    thread = thread_view(session, lesson_slug=lesson.slug, viewer=viewer, page=_comments_page(request),
+                         max_chars=request.app.state.settings.comment_max_chars,
+                         error=request.query_params.get("comment_error"))  # fmt: skip
+    return dict(course=course, lesson=lesson, exercises=course.exercises, previous=previous, next=following,
+                number=course.position(lesson) + 1, lesson_progress=lesson_row(lesson, course, mine), thread=thread,
+                panels={s: panel_state(session, learner_id=learner, exercise=course.exercises[s]) for s in slugs})
+
+
+def _comments_page(request: Request) -> int:
+    try:
+        return max(1, int(request.query_params.get("comments_page", "1")))
+    except ValueError:
+        return 1
+
+
+def _lesson_response(request: Request, course: Course, lesson: Lesson):
+    with request.app.state.db.session() as session:
+        context = lesson_context(session, request, course, lesson)
+    return render(request, "lessons/lesson.html", **context)
+
+
+def _first_visit_html(request: Request, course: Course, lesson: Lesson) -> str:
     """Render the lesson page every new visitor shares, with the CSRF placeholder where their token goes."""
+    with request.app.state.db.session() as session:
+        context = lesson_context(session, request, course, lesson)
     token, request.state.csrf_token = request.state.csrf_token, page_cache.PLACEHOLDER
     try:
-        return templates.get_template("lessons/lesson.html").render(request=request, **context)
+        return render_text(request, "lessons/lesson.html", **context)
     finally:
         request.state.csrf_token = token
 
@@ -95,7 +127,7 @@ def healthz(course: CourseDep) -> dict:
 async def not_found(request: Request, exc: StarletteHTTPException):
     """Answer unknown pages with the friendly 404 page for browsers, and JSON for everything else."""
     if "text/html" in request.headers.get("accept", "") and request.method in ("GET", "HEAD"):
-        return render(request, "errors/404.html", status_code=404, what="There is no page at this address.")
+        return not_found_page(request, "There is no page at this address.")
     return await http_exception_handler(request, exc)
 
 

@@ -1,9 +1,14 @@
-"""The one Jinja2 environment of the site, and the `render` helper every route uses."""
+"""The Jinja2 environment of one app, and the `render` helper every route uses.
+
+`make_templates(settings)` builds the environment once, in `create_app`, which keeps it on
+`app.state.templates`. Every global and filter a template may call is registered here and nowhere else, and
+none of them touches the database: routes compute what a page shows and pass it in the context.
+"""
 
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 from fastapi import Request
@@ -11,13 +16,8 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from app import ROOT
 from app.config import Settings
 from app.content.markdown import highlight_code, render_markdown
-
-_env = Environment(loader=FileSystemLoader(str(ROOT / "templates")), autoescape=select_autoescape(default=True))
-templates = Jinja2Templates(env=_env)
-_static_dir: Path = ROOT / "static"
 
 
 def current_user(request: Request):
@@ -35,24 +35,27 @@ def _digest(path: Path, mtime: float) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:10]
 
 
-def asset(name: str) -> str:
-    """Return the URL of a file under static/ with a content hash, so browsers may cache it forever."""
-    if not _env.auto_reload:  # production: static files do not change under a running server
-        return _frozen_asset(_static_dir, name)
-    path = _static_dir / name
-    try:
-        return f"/static/{name}?v={_digest(path, path.stat().st_mtime)}"
-    except OSError:
-        return f"/static/{name}"
-
-
-@lru_cache(maxsize=128)
-def _frozen_asset(static_dir: Path, name: str) -> str:
+def _hashed_url(static_dir: Path, name: str) -> str:
     path = static_dir / name
     try:
         return f"/static/{name}?v={_digest(path, path.stat().st_mtime)}"
     except OSError:
         return f"/static/{name}"
+
+
+class AssetUrls:
+    """`asset(name)` in templates: the URL of a file under static/ with a content hash, cacheable forever.
+
+    Frozen (production): each name is hashed once, since static files do not change under a running server.
+    Otherwise the file's mtime is checked on every call, so an edited stylesheet shows at the next reload.
+    """
+
+    def __init__(self, static_dir: Path, *, frozen: bool) -> None:
+        self.static_dir = Path(static_dir)
+        self._url = lru_cache(maxsize=128)(partial(_hashed_url, self.static_dir)) if frozen else None
+
+    def __call__(self, name: str) -> str:
+        return self._url(name) if self._url is not None else _hashed_url(self.static_dir, name)
 
 
 # Prompts and starter code are the same text on every request: render each once (a lesson page shows several).
@@ -68,18 +71,28 @@ def highlight_filter(code: str, lang: str = "python") -> Markup:
     return Markup(highlight_code(code or "", lang))
 
 
-def configure(settings: Settings, *, auto_reload: bool | None = None) -> None:
-    """Point the environment at the configured folders; production skips the per-request template mtime check."""
-    global _static_dir
-    _env.loader = FileSystemLoader(str(settings.templates_dir))
-    _env.auto_reload = settings.env != "production" if auto_reload is None else auto_reload
-    _static_dir = Path(settings.static_dir)
+def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Jinja2Templates:
+    """Build the app's templates: the configured folder, and every global and filter templates may use.
+
+    `auto_reload` re-reads a template whose file changed; by default everywhere but production, which skips the
+    per-request mtime check.
+    """
+    reload = settings.env != "production" if auto_reload is None else auto_reload
+    env = Environment(loader=FileSystemLoader(str(settings.templates_dir)), autoescape=select_autoescape(default=True),
+                      auto_reload=reload)  # fmt: skip
+    env.globals.update(current_user=current_user, csrf_token=csrf_token,
+                       asset=AssetUrls(settings.static_dir, frozen=not reload))  # fmt: skip
+    env.filters.update(markdown=markdown_filter, highlight=highlight_filter)
+    return Jinja2Templates(env=env)
 
 
 def render(request: Request, name: str, status_code: int = 200, **context):
-    """Render a template to an HTML response; `request` is always in the context."""
+    """Render a template of this request's app to an HTML response; `request` is always in the context."""
+    templates: Jinja2Templates = request.app.state.templates
     return templates.TemplateResponse(request, name, context, status_code=status_code)
 
 
-_env.globals.update(current_user=current_user, csrf_token=csrf_token, asset=asset)
-_env.filters.update(markdown=markdown_filter, highlight=highlight_filter)
+def render_text(request: Request, name: str, **context) -> str:
+    """Render a template of this request's app to a string (a page kept in a cache)."""
+    templates: Jinja2Templates = request.app.state.templates
+    return templates.get_template(name).render(request=request, **context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
@@ -87,3 +88,30 @@ def test_fixture_course_renders_directive_admonition_and_panel(fixture_client):
     assert "runs on CPU, tested" in html
     assert 'href="/lessons/second-steps#the-end"' in html
     assert '<li class="toc-level-3"><a href="#a-sub-section">' in html
+
+
+def test_static_serves_assets_but_not_the_editor_sources(site_client):
+    assert site_client.get("/static/editor/codemirror-6.0.2.bundle.js").status_code == 200
+    for path in ["editor-src/editor.js", "editor-src/package.json", "./editor-src/build.mjs",
+                 "css/../editor-src/editor.js"]:
+        assert site_client.get(f"/static/{path}").status_code == 404, path
+
+
+def test_each_app_renders_with_its_own_templates(tmp_path, make_site_settings, fixtures_dir):
+    """The Jinja environment belongs to the app: a second app with other templates does not change the first."""
+    from fastapi.testclient import TestClient
+
+    from app.config import ROOT
+    from app.main import create_app
+
+    mine = tmp_path / "templates"
+    shutil.copytree(ROOT / "templates", mine)
+    (mine / "errors" / "404.html").write_text("custom four-oh-four")
+    plain = create_app(make_site_settings(tmp_path / "a", fixtures_dir / "good"))
+    custom = create_app(make_site_settings(tmp_path / "b", fixtures_dir / "good").model_copy(
+        update={"templates_dir": mine}))
+    with TestClient(plain) as first, TestClient(custom) as second:
+        assert second.get("/lessons/nope").text == "custom four-oh-four"
+        assert "Page not found" in first.get("/lessons/nope").text
+    plain.state.db.dispose()
+    custom.state.db.dispose()
