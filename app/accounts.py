@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from app import security
 from app.models import Learner, User
-from app.progress import ensure_learner
 
 # a pragmatic shape check; deliverability is not our business and full RFC 5322 helps no one
 EMAIL_RE = re.compile(r"^[^@\s\x00-\x1f]+@[^@\s\x00-\x1f]+\.[^@\s\x00-\x1f]+$")
@@ -27,11 +26,6 @@ class UnknownUser(Exception):
 def normalize_email(email: str) -> str:
     """Return the email as stored and compared: trimmed and lower-cased."""
     return email.strip().lower()
-
-
-def get_user(session: Session, user_id: int) -> User | None:
-    """Return the user with this id, or None."""
-    return session.get(User, user_id)
 
 
 def find_by_email(session: Session, email: str) -> User | None:
@@ -88,10 +82,8 @@ __all__ = [
     "UnknownUser",
     "EMAIL_RE",
     "normalize_email",
-    "get_user",
     "find_by_email",
     "create_user",
     "authenticate",
     "set_role",
-    "ensure_learner",
 ]

@@ -21,11 +21,6 @@ from sqlalchemy.orm import Session, sessionmaker
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 
 
-def is_sqlite(url: str) -> bool:
-    """Say whether the URL points at SQLite."""
-    return make_url(url).get_backend_name() == "sqlite"
-
-
 def ensure_sqlite_dir(url: str) -> None:
     """Create the folder that holds a SQLite file (the default lives in `var/`, which git ignores)."""
     parsed = make_url(url)
@@ -132,6 +127,5 @@ __all__ = [
     "pending_migrations",
     "make_engine",
     "ensure_sqlite_dir",
-    "is_sqlite",
     "SQLITE_BUSY_TIMEOUT_MS",
 ]
