@@ -13,7 +13,8 @@ STAMP   := $(VENV)/.installed
 serve: setup db
 	$(BIN)/course serve --host $(HOST) --port $(PORT)
 
-# The linter first: it takes a second, the suite minutes.
+# The linter first: it takes a second, the suite minutes. Everything runs; while editing, a quicker loop is
+# `make test PYTEST_ARGS='-m "not slow and not browser"'` or `.venv/bin/python -m pytest tests/<area>`.
 test: setup system-deps db
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

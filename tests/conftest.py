@@ -1,27 +1,41 @@
-"""Fixtures shared by every test area. Area-specific fixtures live in the area's own conftest.py."""
+"""Fixtures shared by every test area; the helpers they build on are in tests/helpers.py.
+
+The app over HTTP (`app`, `client`, `make_client`, `signed_in_client`, `instructor_client`): create_app(settings)
+on a migrated SQLite file, TestClients with the lifespan running and their CSRF header set. A test module marked
+`small_course` gets an app serving two small lessons of its own (alpha, beta) instead of the course's content.
+Module-scoped apps: `site_client` (the real lessons), `fixture_client` (tests/fixtures/good), `live_app` (the
+real exercises and sandbox; `learner` is a fresh browser on it). A real server and browser: `live_server`,
+`live_site`, `chromium`, `browser_page`. A warm sandbox: `sandbox` (a BlockingRunner) and `sandbox_settings`.
+"""
 
 from __future__ import annotations
 
 import pytest
+from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.runner import BlockingRunner
+from tests.helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    FIXTURES,
+    TEST_PASSWORD,
+    Browsers,
+    LiveServer,
+    create_account,
+    make_settings,
+    small_course,
+    with_csrf,
+)
+
+# --- settings and the app over HTTP -----------------------------------------------------------------------------
 
 
 @pytest.fixture
-def settings(tmp_path) -> Settings:
-    """Settings for one test: a real SQLite file in a temp dir, test mode."""
-    return Settings(env="test", database_url=f"sqlite:///{tmp_path / 'course.db'}", secret_key="test-secret")
-
-
-# --- the app over HTTP, with accounts (H-accounts) ------------------------------------------------------------
-# `app`: create_app(settings) on a migrated SQLite file. `client`: a TestClient with the app's lifespan running and
-# this browser's CSRF token already in its X-CSRF-Token header (what the pages' scripts send). `make_client()`:
-# another browser (own cookies) on the same running app. `signed_in_client(email, name=..., role=...)`: a new
-# browser signed in as a fresh account (created directly in the database); `.user` holds GET /api/me's user.
-# `instructor_client`: the same for an instructor. Each extra browser gets its own client address, so the
-# per-address log-in limit does not trip in tests that sign in many people.
-
-TEST_PASSWORD = "correct horse battery staple"
+def settings(request, tmp_path) -> Settings:
+    """Settings for one test: a real SQLite file in a temp dir, test mode (two small lessons if `small_course`)."""
+    marked = request.node.get_closest_marker("small_course") is not None
+    return make_settings(tmp_path, course=small_course(tmp_path) if marked else None)
 
 
 @pytest.fixture
@@ -36,49 +50,23 @@ def app(settings):
     application.state.db.dispose()
 
 
-def _with_csrf(test_client):
-    token = test_client.get("/api/auth/csrf").json()["csrf_token"]
-    test_client.headers["X-CSRF-Token"] = token
-    return test_client
-
-
 @pytest.fixture
 def client(app):
     """A browser on the running app (lifespan started), with its CSRF header set."""
-    from fastapi.testclient import TestClient
-
     with TestClient(app) as test_client:
-        yield _with_csrf(test_client)
+        yield with_csrf(test_client)
 
 
 @pytest.fixture
 def make_client(app, client):
     """Build more browsers on the same running app: `make_client(csrf=True)` -> TestClient (own cookies)."""
-    from fastapi.testclient import TestClient
-
-    count = iter(range(2, 250))
-
-    def make(csrf: bool = True):
-        other = TestClient(app, client=(f"10.0.0.{next(count)}", 50000))
-        other.portal = client.portal  # run in the event loop where the app's lifespan started
-        return _with_csrf(other) if csrf else other
-
-    return make
-
-
-def create_account(app, email: str, *, name: str = "Test Learner", role: str = "learner", password=TEST_PASSWORD):
-    """Create an account straight in the database (no rate limit, no HTTP) and return its id."""
-    from app import accounts
-
-    with app.state.db.session(write=True) as session:
-        user = accounts.create_user(session, email=email, password=password, display_name=name, role=role)
-        session.commit()
-        return user.id
+    return Browsers(app, client.portal, "10.0.0").new
 
 
 @pytest.fixture
 def signed_in_client(app, make_client):
-    """Sign in a new browser: `signed_in_client("ann@example.org", name="Ann", role="learner")`."""
+    """Sign in a new browser: `signed_in_client("ann@example.org", name="Ann", role="learner")`; `.user` holds
+    GET /api/me's user. The account is created straight in the database."""
     emails = iter(f"learner{i}@example.org" for i in range(1, 1000))
 
     def sign_in(email: str | None = None, *, name: str = "Test Learner", role: str = "learner"):
@@ -100,58 +88,67 @@ def instructor_client(signed_in_client):
     return signed_in_client("instructor@example.org", name="Ines Instructor", role="instructor")
 
 
-# --- a real server and a real browser (H-site) -------------------------------------------------------------------
-# `live_server`: the real app (built from `settings`, database migrated) served by uvicorn in a thread on a free
-# 127.0.0.1 port; yields the base URL. `LiveServer(app)` is the same as a context manager, for module-scoped
-# fixtures. `browser_page`: a fresh Playwright page in Debian's Chromium (never `playwright install`); console
-# errors and uncaught page errors are collected in `page.console_errors`. Screenshots go to `ARTIFACTS`.
-
-import pathlib as _pathlib  # noqa: E402
-
-ARTIFACTS = _pathlib.Path(__file__).parent / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+# --- apps shared by a module ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
+def _module_app(tmp, course=None, **extra):
+    from app.main import create_app
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return create_app(make_settings(tmp, course=course, migrate=True, **extra))
 
 
-class LiveServer:
-    """A real uvicorn server for one app, in a thread, on a free port; `.url` is its base URL."""
+@pytest.fixture(scope="module")
+def site_client(tmp_path_factory) -> TestClient:
+    """A client of the real app serving the real lessons/ and exercises/."""
+    app = _module_app(tmp_path_factory.mktemp("real"))
+    with TestClient(app) as c:
+        yield c
+    app.state.db.dispose()
 
-    def __init__(self, app) -> None:
-        import threading
 
-        import uvicorn
+@pytest.fixture(scope="module")
+def fixture_client(tmp_path_factory) -> TestClient:
+    """A client of the real app serving tests/fixtures/good (two lessons, one exercise)."""
+    app = _module_app(tmp_path_factory.mktemp("good"), FIXTURES / "good")
+    with TestClient(app) as c:
+        yield c
+    app.state.db.dispose()
 
-        self.app = app
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=2)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> "LiveServer":
-        import time
+@pytest.fixture(scope="module")
+def live_app(tmp_path_factory):
+    """The real app with its runner started (the course's own lessons and exercises); `.browsers.new()` gives a
+    fresh learner."""
+    app = _module_app(tmp_path_factory.mktemp("live"))
+    with TestClient(app) as first:
+        app.browsers = Browsers(app, first.portal, "10.1.0")
+        yield app
+    app.state.db.dispose()
 
-        self.thread.start()
-        deadline = time.monotonic() + 60  # seconds; the runner's fork server imports torch before start-up ends
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the live server did not start")
-            time.sleep(0.05)
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+@pytest.fixture
+def learner(live_app) -> TestClient:
+    """A fresh anonymous learner on the shared live app."""
+    return live_app.browsers.new()
+
+
+@pytest.fixture
+def html_headers() -> dict[str, str]:
+    return {"accept": "text/html,application/xhtml+xml"}
+
+
+@pytest.fixture
+def make_site_settings():
+    """Return `make_settings(tmp, course)` migrated, for tests that build their own app."""
+    return lambda tmp, course=None, **extra: make_settings(tmp, course=course, migrate=True, **extra)
+
+
+@pytest.fixture
+def fixtures_dir():
+    return FIXTURES
+
+
+# --- a real server and a real browser ---------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -165,6 +162,16 @@ def live_server(settings):
     with LiveServer(application) as server:
         yield server.url
     application.state.db.dispose()
+
+
+@pytest.fixture(scope="module")
+def live_site(tmp_path_factory):
+    """The real site served by uvicorn on 127.0.0.1 (real SQLite file, real sandbox), shared by a module:
+    `live_server` starts one per test, and each start pays for the sandbox's fork server."""
+    app = _module_app(tmp_path_factory.mktemp("live-site"))
+    with LiveServer(app) as server:
+        yield server
+    app.state.db.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +199,19 @@ def browser_page(chromium):
     page.on("pageerror", lambda err: page.console_errors.append(str(err)))
     yield page
     context.close()
+
+
+# --- a warm sandbox ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sandbox_settings(tmp_path_factory) -> Settings:
+    """Test settings for sandbox and runner tests: one pre-forked child."""
+    return make_settings(tmp_path_factory.mktemp("sandbox"), sandbox_prefork=1)
+
+
+@pytest.fixture(scope="session")
+def sandbox(sandbox_settings):
+    """A started runner (real fork server, real isolation) behind a blocking facade, shared by the session."""
+    with BlockingRunner(sandbox_settings) as runner:
+        yield runner

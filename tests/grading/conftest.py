@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import ROOT, Settings
+from app.config import ROOT
 from app.content.exercises import load_exercises
 from app.grading import grade_submission
 from app.runner import BlockingRunner
+from tests.helpers import make_settings
 
 
 @pytest.fixture(scope="session")
@@ -18,10 +19,8 @@ def exercises():
 
 @pytest.fixture(scope="session")
 def grading_runner(tmp_path_factory):
-    """A LocalRunner (real fork server, real isolation) shared by every grading test."""
-    settings = Settings(env="test", secret_key="test-secret",
-                        database_url=f"sqlite:///{tmp_path_factory.mktemp('grading') / 'course.db'}")
-    with BlockingRunner(settings) as runner:
+    """A runner (real fork server, real isolation) shared by every grading test."""
+    with BlockingRunner(make_settings(tmp_path_factory.mktemp("grading"))) as runner:
         yield runner
 
 

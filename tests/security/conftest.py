@@ -7,18 +7,17 @@ import secrets
 
 import pytest
 
-from app.config import Settings
 from app.runner import BlockingRunner
+from tests.helpers import make_settings
 
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory):
-    """A started LocalRunner (fork server) shared by the security tests; `.secret` is the app's secret key."""
+    """A started runner (fork server) shared by the security tests; `.secret` is the app's secret key."""
     secret = "sbx-secret-" + secrets.token_hex(12)
     old = os.environ.get("COURSE_SECRET_KEY")
     os.environ["COURSE_SECRET_KEY"] = secret  # what a real app process holds; the sandbox must never see it
-    db = tmp_path_factory.mktemp("security") / "course.db"
-    settings = Settings(env="test", secret_key=secret, database_url=f"sqlite:///{db}", sandbox_prefork=1)
+    settings = make_settings(tmp_path_factory.mktemp("security"), secret_key=secret, sandbox_prefork=1)
     try:
         with BlockingRunner(settings) as runner:
             runner.secret = secret

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 COURSE = [str(Path(sys.executable).with_name("course"))]
 
 
@@ -42,6 +44,7 @@ def test_course_run_refuses_non_utf8(tmp_path: Path):
     assert proc.returncode == 2 and "not UTF-8" in proc.stderr
 
 
+@pytest.mark.slow  # starts a sandbox and probes it
 def test_course_doctor_reports_layers_limits_and_devices():
     proc = course("doctor")
     assert proc.returncode == 0, proc.stderr

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ARTIFACTS
-from tests.live.conftest import ROOT
+from app import ROOT
+from tests.helpers import ARTIFACTS, LiveServer, make_settings
 
 pytestmark = pytest.mark.browser
 
@@ -112,11 +112,8 @@ def test_a_full_queue_says_busy_then_retries_by_itself(tmp_path, browser_page):
     from playwright.sync_api import expect
 
     from app.main import create_app
-    from tests.conftest import LiveServer
-    from tests.live.conftest import live_settings
-
     page = browser_page
-    app = create_app(live_settings(tmp_path, runner_concurrency=1, runner_queue_size=0))
+    app = create_app(make_settings(tmp_path, migrate=True, runner_concurrency=1, runner_queue_size=0))
     with LiveServer(app) as server, httpx.Client(base_url=server.url, timeout=60) as other:
         other.headers["X-CSRF-Token"] = other.get("/api/auth/csrf").json()["csrf_token"]
         warm = other.post("/api/exercises/same-device/submissions", json={"code": "print(1)"})

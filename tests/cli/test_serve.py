@@ -37,7 +37,7 @@ def test_serve_command_refuses_broken_content_with_check_messages(fixtures_dir, 
                                  "COURSE_LESSONS_DIR": str(broken / "lessons"),
                                  "COURSE_EXERCISES_DIR": str(broken / "exercises")})
     assert result.returncode == 1
-    assert "tests/site/fixtures/broken/lessons/a-schema.md:4: front matter: fix `order`" in result.stderr
+    assert "tests/fixtures/broken/lessons/a-schema.md:4: front matter: fix `order`" in result.stderr
     assert "refusing to start" in result.stderr
 
 

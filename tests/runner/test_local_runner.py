@@ -109,6 +109,7 @@ def test_server_restarts_after_being_killed_and_fails_in_flight_jobs(narrow):
     assert narrow.runner.server_pid != first_pid and narrow.runner.restarts == 1
 
 
+@pytest.mark.slow  # starts a fork server of its own
 def test_a_stuck_server_is_replaced(narrow):
     runner, restarts = narrow.runner, narrow.runner.restarts
     runner.hang_grace_s = 1
@@ -140,6 +141,7 @@ def test_without_root_or_user_namespaces_the_sandbox_refuses_to_run_code(sandbox
     assert result.status == "error" and "needs root or user namespaces" in result.message and result.stdout == ""
 
 
+@pytest.mark.slow  # starts a fork server of its own
 def test_unsafe_dev_mode_runs_code_with_rlimits_and_seccomp_only(sandbox_settings):
     settings = sandbox_settings.model_copy(update={"sandbox_unsafe_dev": True})
     with BlockingRunner(settings, server_options=NO_ROOT_NO_USERNS) as sbx:
@@ -165,6 +167,7 @@ socket.socket(socket.AF_INET)
 """
 
 
+@pytest.mark.slow  # starts a fork server of its own
 def test_without_root_a_user_namespace_isolates_the_job(sandbox_settings):
     """This host runs everything as root; the server is told to act as if it had no root (but user namespaces)."""
     from app import ROOT

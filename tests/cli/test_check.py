@@ -34,7 +34,7 @@ def test_check_passes_on_a_good_fixture_course(fixtures_dir):
     assert "ok: 2 lesson(s), 1 exercise(s), 1 runnable block(s) ran on CPU" in result.stdout
 
 
-BROKEN = "tests/site/fixtures/broken/lessons/"
+BROKEN = "tests/fixtures/broken/lessons/"
 EXPECTED = [
     # schema errors, each at the line of the field
     (BROKEN + "a-schema.md:1:", "add `summary:`"),
@@ -60,7 +60,7 @@ EXPECTED = [
 
 @pytest.fixture(scope="module")
 def broken_output() -> subprocess.CompletedProcess:
-    return course_check("tests/site/fixtures/broken", "--no-grade")
+    return course_check("tests/fixtures/broken", "--no-grade")
 
 
 def test_check_fails_on_a_broken_course(broken_output):

@@ -5,14 +5,13 @@ Screenshots are written to tests/artifacts/ (gitignored) for a person to look at
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from tests.helpers import ARTIFACTS
+
 pytestmark = pytest.mark.browser
 FIRST_LESSON = "The CPU/GPU border"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"  # gitignored
 
 
 def serious_violations(page) -> list[str]:

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+
 SESSIONS, PER_SESSION = 10, 5
 
 

@@ -7,6 +7,8 @@ from pydantic import ValidationError
 
 from app.config import DEFAULT_SECRET, Settings
 
+pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+
 PASSWORD = "a long enough password"
 
 

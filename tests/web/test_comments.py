@@ -8,8 +8,9 @@ import pytest
 from markupsafe import escape
 
 from app.comments import PER_PAGE, render_markdown
+from tests.web.xss_payloads import PAYLOADS, unsafe_markup
 
-from .xss_payloads import PAYLOADS, unsafe_markup
+pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
 
 
 def post(browser, body, lesson="alpha", parent_id=None):

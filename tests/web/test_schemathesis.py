@@ -28,8 +28,7 @@ from app.main import create_app
 from app.models import User
 from app.submissions import error_verdict
 from app.web.comments import MAX_ID
-from tests.conftest import TEST_PASSWORD, create_account
-from tests.live.conftest import live_settings
+from tests.helpers import TEST_PASSWORD, create_account, make_settings
 
 # examples per operation; enough to reach each refusal, small enough for `make test` on 2 cores
 MAX_EXAMPLES = 25
@@ -141,7 +140,7 @@ def seed(app, user: User) -> None:
 def fuzzed_app(tmp_path_factory):
     """The real app on a fresh migrated SQLite file, with a signed-in learner's identity in `.identity`."""
     # submissions per minute: high, so the fuzzer reaches the sandbox rather than the rate limit every time
-    app = create_app(live_settings(tmp_path_factory.mktemp("fuzz"), submission_rate_limit="1000/minute"))
+    app = create_app(make_settings(tmp_path_factory.mktemp("fuzz"), migrate=True, submission_rate_limit="1000/minute"))
     app.identity, user = sign_in(app)
     seed(app, user)
     SLOT.app = app

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.live.conftest import ROOT, parse_sse
+from app import ROOT
+from tests.helpers import TEST_PASSWORD, create_account, make_settings, parse_sse
 
 EXERCISES = ["same-device", "pick-device", "training-loop", "bring-it-back"]
 
@@ -162,8 +163,6 @@ def test_submitting_needs_the_csrf_token(learner):
 
 
 def test_a_learner_cannot_read_another_learners_submission_but_an_instructor_can(live_app, learner):
-    from tests.conftest import TEST_PASSWORD, create_account
-
     submission_id, _ = run(learner, "same-device", "print('mine')")
     other = live_app.browsers.new()
     assert other.get(f"/api/submissions/{submission_id}").status_code == 404
@@ -195,9 +194,8 @@ def test_a_run_cut_short_by_a_shutdown_is_stored_as_an_error(tmp_path):
 
     from app import progress
     from app.main import create_app
-    from tests.live.conftest import live_settings
 
-    app = create_app(live_settings(tmp_path))
+    app = create_app(make_settings(tmp_path, migrate=True))
     with TestClient(app) as browser:  # leaving the block stops the app while the program still sleeps
         browser.headers["X-CSRF-Token"] = browser.get("/api/auth/csrf").json()["csrf_token"]
         response = submit(browser, "same-device", "import time\ntime.sleep(30)\n")

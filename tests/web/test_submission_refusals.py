@@ -7,19 +7,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from tests.live.conftest import Browsers, live_settings, parse_sse
+from tests.helpers import Browsers, make_settings, parse_sse
 
 SLEEPER = "import time\nprint('holding the only sandbox', flush=True)\ntime.sleep(3)\n"
 
 
 @pytest.fixture(scope="module")
 def small_app(tmp_path_factory):
-    settings = live_settings(tmp_path_factory.mktemp("small"), runner_concurrency=1, runner_queue_size=0,
-                             submission_rate_limit="3/minute")
+    settings = make_settings(tmp_path_factory.mktemp("small"), migrate=True, runner_concurrency=1,
+                             runner_queue_size=0, submission_rate_limit="3/minute")
     app = create_app(settings)
     with TestClient(app) as first:
         first.portal.call(app.state.runner.ready)  # fork server up, so the held slot counts as running
-        app.browsers = Browsers(app, first)
+        app.browsers = Browsers(app, first.portal, "10.1.0")
         yield app
     app.state.db.dispose()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .xss_payloads import PAYLOADS
+from tests.web.xss_payloads import PAYLOADS
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.small_course]
 
 INJECTED = "#comments script, #comments img, #comments svg, #comments iframe, #comments style, #comments [onerror]," \
            " #comments [onload], #comments [onmouseover], #comments [ontoggle], #comments .comment-body details," \

@@ -12,6 +12,8 @@ from app import db
 from app.cli import main as course
 from app.models import Base
 
+pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+
 
 def test_upgrade_head_on_an_empty_file_then_check_finds_no_drift(settings):
     db.upgrade(settings.database_url)

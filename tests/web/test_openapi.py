@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+
 API = {
     ("post", "/api/auth/signup"), ("post", "/api/auth/login"), ("post", "/api/auth/logout"),
     ("get", "/api/auth/csrf"), ("get", "/api/me"),

@@ -7,6 +7,8 @@ import pytest
 from app import progress
 from app.models import ExerciseProgress, Learner, LessonRead, Submission
 
+pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+
 PASSWORD = "a long enough password"
 VERDICT_PASSED = {"exercise": "same-device", "status": "passed", "checks": [], "stdout": "", "stderr": "",
                   "duration_ms": 42, "device": "cpu"}  # fmt: skip

@@ -1,0 +1,145 @@
+"""What several test areas share: settings for a test, more browsers on one running app, a real server, SSE.
+
+Fixtures (conftest.py files) build on these; a test module that needs one directly imports it from here.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ARTIFACTS = Path(__file__).parent / "artifacts"  # screenshots; gitignored
+CHROMIUM = "/usr/bin/chromium"  # Debian's; never `playwright install`
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+TEST_PASSWORD = "correct horse battery staple"
+SECRET = "test-secret"
+
+SMALL_LESSON = """---
+title: {title}
+slug: {slug}
+order: {order}
+summary: A lesson for the accounts tests.
+estimated_minutes: 5
+---
+
+## Start
+
+Some text about tensors and devices.
+"""
+
+
+def make_settings(tmp: Path, *, course: Path | None = None, migrate: bool = False, **extra) -> Settings:
+    """Settings for tests: test mode, a SQLite file in tmp (migrated to head with migrate=True), the course's
+    own lessons and exercises or those of `course` (a folder with lessons/ and exercises/); `extra` overrides."""
+    from app.db import upgrade
+
+    folders = {} if course is None else {"lessons_dir": course / "lessons", "exercises_dir": course / "exercises"}
+    settings = Settings(**{"env": "test", "secret_key": SECRET, "database_url": f"sqlite:///{tmp / 'course.db'}",
+                           **folders, **extra})  # fmt: skip
+    if migrate:
+        upgrade(settings.database_url)
+    return settings
+
+
+def small_course(tmp: Path) -> Path:
+    """Write a course of two small lessons (alpha, beta) and no exercises under tmp; return its folder."""
+    course = tmp / "small-course"
+    (course / "lessons").mkdir(parents=True)
+    (course / "exercises").mkdir()
+    for order, (slug, title) in enumerate([("alpha", "Alpha lesson"), ("beta", "Beta lesson")], start=1):
+        (course / "lessons" / f"{order:02d}-{slug}.md").write_text(SMALL_LESSON.format(title=title, slug=slug,
+                                                                                       order=order))
+    return course
+
+
+class Browsers:
+    """More browsers on one running app: each has its own cookies and its own client address (per-address rate
+    limits do not trip in tests that sign many people in) and runs in the event loop of the app's lifespan."""
+
+    def __init__(self, app, portal, network: str) -> None:
+        self.app = app
+        self.portal = portal
+        self.network = network
+        self.count = 1
+
+    def new(self, csrf: bool = True) -> TestClient:
+        """Return a new anonymous browser; with csrf, its X-CSRF-Token header is set (what the page scripts send)."""
+        self.count += 1
+        browser = TestClient(self.app, client=(f"{self.network}.{self.count}", 50000))
+        browser.portal = self.portal  # the event loop where the app's lifespan (and its runner) started
+        return with_csrf(browser) if csrf else browser
+
+
+def with_csrf(browser: TestClient) -> TestClient:
+    """Set the browser's X-CSRF-Token header to its session's token and return it."""
+    browser.headers["X-CSRF-Token"] = browser.get("/api/auth/csrf").json()["csrf_token"]
+    return browser
+
+
+def create_account(app, email: str, *, name: str = "Test Learner", role: str = "learner", password=TEST_PASSWORD):
+    """Create an account straight in the database (no rate limit, no HTTP) and return its id."""
+    from app import accounts
+
+    with app.state.db.session(write=True) as session:
+        user = accounts.create_user(session, email=email, password=password, display_name=name, role=role)
+        session.commit()
+        return user.id
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """A real uvicorn server for one app, in a thread, on a free port; `.url` is its base URL."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.app = app
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60  # seconds; the runner's fork server imports torch before start-up ends
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the live server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    """Parse an event stream into (event, data) pairs; keep-alive comments are skipped."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            fields[name] = fields.get(name, "") + value.removeprefix(" ")
+        if "event" in fields:
+            events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
