@@ -223,7 +223,7 @@ def _job_process(ctx: Context, limits, slot: int) -> None:
     try:
         _isolate(ctx, limits, slot)
         os.write(REPORT_FD, READY)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)
     code = 1
     try:

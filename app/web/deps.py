@@ -2,8 +2,7 @@
 
 `require_csrf` is installed by `create_app` as an app-wide dependency: every POST/PUT/PATCH/DELETE route,
 including ones added later by other areas, refuses a request without the session's token (form field
-`csrf_token` or header `X-CSRF-Token`). Routes may also name `CsrfProtected` explicitly; FastAPI runs the check
-once either way.
+`csrf_token` or header `X-CSRF-Token`).
 """
 
 from __future__ import annotations
@@ -128,9 +127,6 @@ async def require_csrf(request: Request) -> None:
         )
 
 
-CsrfProtected = Annotated[None, Depends(require_csrf)]
-
-
 # --- rate limits (slowapi's Limiter holds the counters; one per app so tests don't share them) ---------------
 
 
@@ -177,7 +173,6 @@ __all__ = [
     "LearnerId",
     "CourseDep",
     "KnownLesson",
-    "CsrfProtected",
     "require_csrf",
     "rate_limit",
     "make_limiter",
