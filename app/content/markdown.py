@@ -7,6 +7,9 @@ Two fenced-block extensions:
 - ```` ```{exercise} same-device ```` places an exercise panel (MyST-style directive); the renderer leaves a
   marker that `split_parts` turns into a separate part, so the panel stays a live template.
 - ```` ```python runnable ```` marks a block that `course check` and the tests run on a CPU-only machine.
+
+An image alone in its paragraph, `![alt text](/static/figures/name.svg "caption")`, becomes a figure: `<figure>`
+with the image and, when the image has a title, that title (Markdown allowed) as its `<figcaption>`.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Facts:
     links: list[tuple[str, int]] = field(default_factory=list)  # (href, line)
     code_blocks: list[CodeBlock] = field(default_factory=list)
     directives: list[tuple[str, str, int]] = field(default_factory=list)  # (name, argument, line)
+    images: list[tuple[str, str, int]] = field(default_factory=list)  # (src, alt text, line)
     front_matter: tuple[str, int] | None = None  # (YAML text, line of the opening ---)
 
 
@@ -93,6 +97,40 @@ def _render_fence(self, tokens: list[Token], idx: int, options, env) -> str:
     return f'<div class="code-block" data-lang="{html.escape(lang or "text")}">{head}{body}</div>\n'
 
 
+def _lone_image(tokens: list[Token], idx: int) -> Token | None:
+    """The image token when the inline token at idx holds nothing but one image, else None."""
+    inline = tokens[idx] if 0 <= idx < len(tokens) else None
+    if inline is None or inline.type != "inline":
+        return None
+    children = [c for c in inline.children or [] if not (c.type == "text" and not c.content.strip())]
+    return children[0] if len(children) == 1 and children[0].type == "image" else None
+
+
+def _render_paragraph_open(self, tokens: list[Token], idx: int, options, env) -> str:
+    if not tokens[idx].hidden and _lone_image(tokens, idx + 1) is not None:
+        return '<figure class="lesson-figure">\n'
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _render_paragraph_close(self, tokens: list[Token], idx: int, options, env) -> str:
+    image = None if tokens[idx].hidden else _lone_image(tokens, idx - 1)
+    if image is None:
+        return self.renderToken(tokens, idx, options, env)
+    title = str(image.attrGet("title") or "")
+    caption = f"<figcaption>{markdown().renderInline(title)}</figcaption>\n" if title else ""
+    return f"{caption}</figure>\n"
+
+
+def _render_image(self, tokens: list[Token], idx: int, options, env) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    # an image alone in its paragraph is a figure whose caption is the title; elsewhere the title is a tooltip
+    alone = all(t is token or (t.type == "text" and not t.content.strip()) for t in tokens)
+    title = token.attrGet("title")
+    tip = "" if title is None or alone else f' title="{html.escape(str(title))}"'
+    return f'<img src="{html.escape(str(token.attrGet("src") or ""))}" alt="{html.escape(alt)}"{tip} loading="lazy">'
+
+
 def _render_admonition_open(self, tokens: list[Token], idx: int, options, env) -> str:
     # an admonition is an aside to the text; role=note tells screen readers so
     return f'<aside class="{html.escape(tokens[idx].attrGet("class") or "admonition")}" role="note">\n'
@@ -113,6 +151,9 @@ def markdown() -> MarkdownIt:
         .use(anchors_plugin, min_level=2, max_level=4)
     )
     md.add_render_rule("fence", _render_fence)
+    md.add_render_rule("paragraph_open", _render_paragraph_open)
+    md.add_render_rule("paragraph_close", _render_paragraph_close)
+    md.add_render_rule("image", _render_image)
     md.add_render_rule("admonition_open", _render_admonition_open)
     md.add_render_rule("admonition_close", _render_admonition_close)
     return md
@@ -155,6 +196,9 @@ def collect_facts(tokens: list[Token], source: str) -> Facts:
                 if child.type == "link_open":
                     href = str(child.attrGet("href") or "")
                     facts.links.append((href, _link_line(tok, href, lines)))
+                elif child.type == "image":
+                    src = str(child.attrGet("src") or "")
+                    facts.images.append((src, child.content.strip(), _link_line(tok, src, lines)))
     return facts
 
 

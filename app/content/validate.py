@@ -28,6 +28,7 @@ def check_lessons(course: Course, static_dir: Path | None = None) -> list[Conten
     errors = check_duplicates(course)
     for lesson in course.lessons:
         errors += check_links(course, lesson, static_dir)
+        errors += check_images(lesson, static_dir)
         errors += check_exercises_placed(course, lesson)
         errors += check_headings(lesson)
         errors += check_python_compiles(lesson)
@@ -91,6 +92,24 @@ def _link_problem(course: Course, lesson: Lesson, path: str, fragment: str, stat
         return f"lesson `{target.slug}` has no heading with anchor `#{fragment}` (anchors: " \
                f"{', '.join(sorted(target.anchors)) or 'none'})"
     return ""
+
+
+def check_images(lesson: Lesson, static_dir: Path | None) -> list[ContentError]:
+    """Images are files under /static/ that exist, and each says in words what it shows (its alt text)."""
+    errors = []
+    for src, alt, line in lesson.facts.images:
+        parts = urlsplit(src)
+        if parts.scheme or parts.netloc or not parts.path.startswith("/static/"):
+            errors.append(ContentError(lesson.path, line, f"image `{src}`: put the file in static/ (figures in "
+                                                          "static/figures/) and write `/static/...`; the site works "
+                                                          "offline, so it loads nothing from elsewhere"))
+        elif static_dir is not None and not (static_dir / parts.path.removeprefix("/static/")).is_file():
+            errors.append(ContentError(lesson.path, line, f"image `{src}`: no file "
+                                                          f"{parts.path.removeprefix('/static/')} under static/"))
+        if not alt:
+            errors.append(ContentError(lesson.path, line, f"image `{src}` has no alt text; say what it shows "
+                                                          "between the brackets: `![two boxes joined by ...](...)`"))
+    return errors
 
 
 def check_exercises_placed(course: Course, lesson: Lesson) -> list[ContentError]:
