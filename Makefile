@@ -8,7 +8,7 @@ PORT    ?= 8000
 TORCH   ?= torch==2.13.0
 STAMP   := $(VENV)/.installed
 
-.PHONY: serve test bench setup db system-deps editor clean
+.PHONY: serve test bench setup db system-deps editor figures clean
 
 serve: setup db
 	$(BIN)/course serve --host $(HOST) --port $(PORT)
@@ -42,6 +42,10 @@ system-deps:
 # Rebuild the bundled CodeMirror editor into static/ (needs npm; the bundle is committed).
 editor:
 	cd static/editor-src && npm ci --no-audit --no-fund && npm run build
+
+# Redraw the lessons' SVG figures in static/figures/ from their script (the SVGs are committed).
+figures: setup
+	$(BIN)/python static/figures-src/figures.py
 
 clean:
 	rm -rf $(VENV) var/*.db
