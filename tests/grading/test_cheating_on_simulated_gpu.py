@@ -23,13 +23,13 @@ def test_printing_a_fake_verdict_fails(grade, exercises, slug):
     assert verdict.status == "failed"
 
 
-@pytest.mark.parametrize("slug", ["same-device", "pick-device", "training-loop", "bring-it-back"])
+@pytest.mark.parametrize("slug", ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals"])
 def test_sys_exit_zero_before_the_work_fails(grade, exercises, slug):
     verdict = grade(slug, "import sys\nprint('passed')\nsys.exit(0)\n" + exercises[slug].starter)
     assert verdict.status == "failed"
 
 
-@pytest.mark.parametrize("slug", ["same-device", "pick-device", "training-loop", "bring-it-back"])
+@pytest.mark.parametrize("slug", ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals"])
 def test_os_exit_zero_before_the_work_fails(grade, exercises, slug):
     verdict = grade(slug, "import os\nprint('passed', flush=True)\nos._exit(0)\n" + exercises[slug].solution)
     assert verdict.status == "failed"

@@ -116,9 +116,10 @@ ISSUE_CHECKS = {
     "training-loop": ["runs", "model_on_device", "model_moved_once", "batch_on_device", "same_device",
                       "loss_item", "trains"],
     "bring-it-back": ["returns_numpy", "handles_grad", "moved_to_host"],
+    "model-internals": ["runs", "same_device", "buffer_registered", "created_on_input_device"],
 }
 LESSONS = {"same-device": "cpu-gpu-border", "bring-it-back": "cpu-gpu-border",
-           "pick-device": "picking-a-device", "training-loop": "training-loop"}
+           "pick-device": "picking-a-device", "training-loop": "training-loop", "model-internals": "training-loop"}
 
 
 @pytest.mark.parametrize("slug", sorted(ISSUE_CHECKS))

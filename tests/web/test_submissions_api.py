@@ -10,7 +10,7 @@ import pytest
 from app import ROOT
 from tests.helpers import TEST_PASSWORD, create_account, make_settings, parse_sse
 
-EXERCISES = ["same-device", "pick-device", "training-loop", "bring-it-back"]
+EXERCISES = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals"]
 
 
 def exercise_file(slug: str, name: str) -> str:
