@@ -35,6 +35,7 @@ MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 
 def probe(ns, api):
+    """Report the learner's models (what they keep) and a trial of each model's forward on meta."""
     classes, live = learner_models(ns, api.filename)
     models = top_level(live) or fresh_models(classes)
     return {
@@ -59,6 +60,7 @@ def methods(cls, filename):
 
 
 def defined_in(cls, filename):
+    """True when the class body has a function written in the learner's file."""
     return bool(methods(cls, filename))
 
 
@@ -66,12 +68,13 @@ def learner_models(ns, filename):
     """The nn.Module classes the learner's file defines, and their instances still alive."""
     objects = list(ns.values()) + gc.get_objects()
     classes, live = [], []
+    # type(obj), not isinstance: isinstance may ask a learner object for its __class__, which can be anything
     for obj in objects:
-        if isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj not in classes \
+        if issubclass(type(obj), type) and issubclass(obj, torch.nn.Module) and obj not in classes \
                 and defined_in(obj, filename):
             classes.append(obj)
     for obj in objects:
-        if isinstance(obj, torch.nn.Module) and type(obj) in classes and not any(obj is m for m in live):
+        if type(obj) in classes and not any(obj is m for m in live):
             live.append(obj)
     return classes, live
 
@@ -95,6 +98,7 @@ def fresh_models(classes):
 
 
 def all_learner_modules(models, classes):
+    """Every learner-class module inside the models (the models themselves included), each once."""
     seen, out = set(), []
     for m in models:
         for sub in m.modules():
@@ -105,6 +109,7 @@ def all_learner_modules(models, classes):
 
 
 def one_per_class(models):
+    """The first model of each class: one trial per class is enough."""
     seen, out = set(), []
     for m in models:
         if type(m) not in seen:
@@ -115,6 +120,7 @@ def one_per_class(models):
 
 # ------------------------------------------------------------------ what a model keeps
 def describe_class(cls, filename):
+    """Name and line span of a learner class."""
     lines, start = class_source(cls, filename)
     return {"name": cls.__name__, "line": start, "end": start + len(lines) - 1}
 
@@ -151,6 +157,7 @@ def kept_attributes(module):
 
 
 def tensors_of(value):
+    """The tensors a value holds: itself, or the tensors directly in a list, tuple or dict."""
     if isinstance(value, torch.Tensor):
         return [value]
     items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
@@ -158,6 +165,7 @@ def tensors_of(value):
 
 
 def describe_model(module, api):
+    """Buffers, plain tensor attributes (instance or class) and frozen parameters of one learner module."""
     cls = type(module)
     plain = []
     kept = [(name, value, "instance") for name, value in kept_attributes(module)]
@@ -233,6 +241,7 @@ class Watch(TorchFunctionMode):
 
 
 def flatten(obj):
+    """Everything inside nested lists, tuples and dicts, in order."""
     if isinstance(obj, (list, tuple)):
         return [y for x in obj for y in flatten(x)]
     if isinstance(obj, dict):
@@ -241,6 +250,7 @@ def flatten(obj):
 
 
 def feature_size(module):
+    """The width of the input the model expects: its first Linear's in_features or Embedding's embedding_dim."""
     for sub in module.modules():
         for attr in ("in_features", "embedding_dim"):
             if isinstance(getattr(sub, attr, None), int):
@@ -249,6 +259,7 @@ def feature_size(module):
 
 
 def input_name(module):
+    """The name of forward's first parameter, for messages (`x` in `def forward(self, x)`)."""
     try:
         params = list(inspect.signature(module.forward).parameters)
     except (TypeError, ValueError):
@@ -257,6 +268,7 @@ def input_name(module):
 
 
 def to_meta(value):
+    """The same value with every tensor in it replaced by an empty one of its shape on meta."""
     if isinstance(value, torch.Tensor):
         return torch.empty_like(value, device="meta")
     if isinstance(value, dict):
@@ -268,7 +280,7 @@ def to_meta(value):
 
 @contextlib.contextmanager
 def on_meta(module):
-    """Put every tensor the model holds (parameters, buffers, plain attributes) on meta; put them back after."""
+    """Put every tensor the model holds (parameters, buffers, plain and class attributes) on meta; restore after."""
     saved = []
     with torch._C.DisableTorchFunction():
         for sub in module.modules():
@@ -280,11 +292,17 @@ def on_meta(module):
             for key, value in kept_attributes(sub):
                 saved.append((vars(sub), key, value))
                 vars(sub)[key] = to_meta(value)
+        classes = {type(sub) for sub in module.modules()}
+        swapped = [(cls, key, value) for cls in classes for key, value in list(vars(cls).items()) if tensors_of(value)]
+        for cls, key, value in swapped:  # a tensor kept on the class itself
+            setattr(cls, key, to_meta(value))
     try:
         yield
     finally:
         for store, key, value in reversed(saved):
             store[key] = value
+        for cls, key, value in swapped:
+            setattr(cls, key, value)
 
 
 @contextlib.contextmanager

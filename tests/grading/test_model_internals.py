@@ -62,3 +62,19 @@ def test_no_model_at_all_fails_with_a_reason(grade):
     assert checks["runs"].passed and checks["same_device"].passed
     assert "no model of yours" in checks["buffer_registered"].message
     assert "no model of yours" in checks["created_on_input_device"].message
+
+
+def test_tensors_kept_on_the_class_are_found_and_do_not_hide_the_forward_trial(grade, exercises):
+    code = exercises["model-internals"].starter
+    for line in ("        self.mean = torch.linspace(-1.0, 1.0, features)\n",
+                 "        self.std = torch.linspace(0.5, 2.0, features)\n"):
+        code = code.replace(line, "")
+    code = code.replace("    def __init__(self, features=8, max_length=16):",
+                        "    mean = torch.linspace(-1.0, 1.0, 8)  # shared by every instance, moved by nothing\n"
+                        "    std = torch.linspace(0.5, 2.0, 8)\n\n"
+                        "    def __init__(self, features=8, max_length=16):")
+    checks = _by_id(grade("model-internals", code))
+    assert checks["buffer_registered"].line == _line_of(code, "mean = torch.linspace")
+    assert "`self.mean` and `self.std`" in checks["buffer_registered"].message
+    # the trial puts class tensors on meta too, so it still reaches the host-made positions
+    assert checks["created_on_input_device"].line == _line_of(code, "positions = torch.arange")
