@@ -77,6 +77,20 @@ class Settings(BaseSettings):
     sandbox_uid_base: int = 64000
     # run code even where no isolation is possible; development only, and loudly logged
     sandbox_unsafe_dev: bool = False
+    # how CPU jobs' children are made: "prefork" isolates each child at once and keeps it waiting; "spawn" runs
+    # the GPU slots' way (warm up, then isolate, one job, then a fresh child), so that logic runs without a GPU
+    sandbox_pool: Literal["prefork", "spawn"] = "prefork"
+    # bytes of GPU memory a job's PyTorch allocator may take (0: no cap); a guardrail the learner's code can
+    # undo, not a limit: MIG is the hard one (docs/security.md)
+    sandbox_gpu_memory_bytes: int = 0
+    # tests only: the directory the GPU passthrough takes device nodes from; anything but /dev means "a test
+    # tree of nodes made with mknod", whose nvidiaN nodes are the GPUs (no NVML)
+    sandbox_gpu_dev_root: Path = Path("/dev")
+
+    # --- GPUs
+    # which GPUs (or MIG devices) jobs may be given, one slot each: unset = every one NVML reports (none on a CPU
+    # host), "none", or a comma list of NVML indices ("0,2"), MIG devices ("0:1") or UUIDs (GPU-..., MIG-...)
+    gpu_devices: str | None = None
 
     @model_validator(mode="after")
     def check_secret(self) -> "Settings":

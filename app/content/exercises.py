@@ -2,7 +2,7 @@
 
 One folder is one exercise:
 
-    exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits
+    exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits, needs_gpu
     prompt.md       what the learner is asked to do (Markdown)
     starter.py      the code the editor starts with
     solution.py     a reference answer, shown after a pass or after five failed attempts
@@ -56,6 +56,8 @@ class ExerciseSpec(BaseModel):
     # in order: the first nudges, the last nearly gives the answer
     hints: list[str] = Field(default_factory=list)
     limits: dict[str, float] = Field(default_factory=dict)
+    # runs on a real GPU (a GPU slot) where the host has one; elsewhere on the simulated GPU, and the verdict says so
+    needs_gpu: bool = False
 
     @model_validator(mode="after")
     def unique_ids_known_limits(self) -> "ExerciseSpec":

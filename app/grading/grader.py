@@ -41,7 +41,8 @@ def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
     """Return the sandbox job for a submission and the nonce its report must echo."""
     nonce = secrets.token_hex(16)
     grade = {"exercise": exercise.slug, "probe": exercise.probe, "nonce": nonce}
-    return Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits), nonce
+    job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu)
+    return job, nonce
 
 
 def checks_module(exercise: Exercise):

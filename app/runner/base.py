@@ -26,6 +26,7 @@ class Job:
     mode: Literal["run", "grade"] = "run"
     grade: dict | None = None
     limits: Limits | None = None  # None: the runner's defaults (from Settings)
+    gpu: bool = False  # wants a real GPU: runs in a GPU slot where the host has one, else on the simulated GPU
 
     def payload(self) -> dict:
         """Return the dict handed to app.sandbox.harness.main inside the sandbox."""

@@ -23,7 +23,7 @@ from app.runner.base import (
     check_source,
     new_job_id,
 )
-from app.sandbox import protocol
+from app.sandbox import gpus, protocol
 from app.sandbox.limits import Limits
 
 log = logging.getLogger("course.runner")
@@ -34,6 +34,9 @@ SERVER_START_TIMEOUT_S = 180
 SERVER_HANG_GRACE_S = 30
 # seconds to wait for the server to exit after its socket is closed, before it is killed
 SERVER_STOP_TIMEOUT_S = 10
+# seconds a GPU job may wait in the server for its slot's child: the last job's release, then a new CUDA
+# context with cuBLAS and cuDNN warmed up, on a busy host
+GPU_PREPARE_GRACE_S = 120
 # The fork server's whole environment: no secrets, nothing from the app's process. NVML-based CUDA checks keep
 # torch from initialising CUDA in the parent of forked children.
 SERVER_ENV = {
@@ -110,10 +113,16 @@ class LocalRunner:
         self._stopping = False
         self._avg_s = 1.0  # seconds per job, a moving average behind the busy refusal's retry hint
         self.hang_grace_s = SERVER_HANG_GRACE_S
+        self.gpu_slots: list[gpus.GpuSlot] = []
+        self._gpu_sem: asyncio.Semaphore | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the fork server in the background (the first job waits for it); lazily in test mode."""
+        """Start the fork server in the background (the first job waits for it); lazily in test mode.
+
+        Raises GpuConfigError at once (one line) when COURSE_GPU_DEVICES names GPUs this host does not have."""
+        self.gpu_slots = gpus.resolve(self.settings.gpu_devices, str(self.settings.sandbox_gpu_dev_root))
+        self._gpu_sem = asyncio.Semaphore(len(self.gpu_slots)) if self.gpu_slots else None
         self._sem = asyncio.Semaphore(self.concurrency)
         self._start_lock = asyncio.Lock()
         self._stopping = False
@@ -144,7 +153,11 @@ class LocalRunner:
     def _server_config(self) -> dict:
         s = self.settings
         return {"limits": self.limits.to_dict(), "prefork": s.sandbox_prefork, "uid_base": s.sandbox_uid_base,
-                "unsafe_dev": s.sandbox_unsafe_dev, **self.server_options}
+                "unsafe_dev": s.sandbox_unsafe_dev, "pool": s.sandbox_pool,
+                # a spawn pool's slots are never fewer than the jobs that run at once, so none waits on another
+                "cpu_slots": max(s.sandbox_prefork, self.concurrency),
+                "gpu_slots": [g.to_dict() for g in self.gpu_slots], "gpu_dev_root": str(s.sandbox_gpu_dev_root),
+                "gpu_memory_bytes": s.sandbox_gpu_memory_bytes, **self.server_options}
 
     async def _ensure_server(self) -> None:
         async with self._start_lock:  # type: ignore[union-attr]
@@ -255,8 +268,10 @@ class LocalRunner:
         return handle
 
     async def _run(self, handle: LocalJobHandle) -> None:
+        # a GPU job waits for a GPU slot, not for one of the CPU jobs' places
+        sem = self._gpu_sem if handle.job.gpu and self._gpu_sem is not None else self._sem
         try:
-            async with self._sem:  # type: ignore[union-attr]
+            async with sem:  # type: ignore[union-attr]
                 self._waiting -= 1
                 if handle.state != "queued":  # cancelled while waiting
                     return
@@ -277,11 +292,13 @@ class LocalRunner:
         handle.state = "running"
         self._running[handle.id] = handle
         limits = None if handle.limits == self.limits else handle.limits.to_dict()
+        gpu = handle.job.gpu and bool(self.gpu_slots)
         self._writer.write(protocol.encode(  # type: ignore[union-attr]
-            {"op": "run", "id": handle.id, "payload": handle.job.payload(), "limits": limits}))
+            {"op": "run", "id": handle.id, "payload": handle.job.payload(), "limits": limits, "gpu": gpu}))
         await self._writer.drain()  # type: ignore[union-attr]
+        grace = self.hang_grace_s + (GPU_PREPARE_GRACE_S if gpu else 0)
         try:
-            await asyncio.wait_for(handle.result(), handle.limits.wall_s + self.hang_grace_s)
+            await asyncio.wait_for(handle.result(), handle.limits.wall_s + grace)
         except asyncio.TimeoutError:  # the server enforces the wall clock; if it did not answer, it is stuck
             log.error("sandbox server %s did not finish job %s in time; restarting it", self.server_pid, handle.id)
             if self._proc is not None and self._proc.returncode is None:

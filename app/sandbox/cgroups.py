@@ -1,4 +1,4 @@
-"""Per-job cgroups: memory, pids and CPU limits, the CPU and OOM accounting, and the kill sweep.
+"""Per-job cgroups: memory, pids and CPU limits, the devices a job may open, CPU and OOM accounting, the kill sweep.
 
 cgroup v1 is what this project's hosts have (v2 has no delegated controllers there); v2 is used when our own
 cgroup delegates memory, pids and cpu. Every server makes its own parent group named after its pid and a random
@@ -13,7 +13,7 @@ import signal
 import time
 from pathlib import Path
 
-V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "devices")
 # microseconds; the CFS accounting period, the kernel's default
 CFS_PERIOD_US = 100_000
 # Relative CPU weight of a job against the web server (v1 cpu.shares; the default is 1024): when both want the
@@ -127,14 +127,17 @@ class CgroupManager:
             return ["memory", "pids", "cpu"]
         return sorted(self.bases)
 
-    def new_job(self, limits) -> "JobCgroup | None":
-        """Create the cgroups of one job with its limits applied; None when cgroups are unavailable."""
+    def new_job(self, limits, devices: list[tuple[int, int]] = ()) -> "JobCgroup | None":
+        """Create the cgroups of one job with its limits applied; None when cgroups are unavailable.
+
+        devices: the (major, minor) character devices the job may open (v1 devices controller); all others are
+        refused with EPERM, even through a path to them that the job somehow has."""
         if not self.bases:
             return None
         self._counter += 1
         job = JobCgroup(self.version, {c: f"{b}/job-{self._counter}" for c, b in self.bases.items()})
         try:
-            job.create(limits)
+            job.create(limits, devices)
         except OSError:
             job.remove()
             raise
@@ -156,19 +159,43 @@ class JobCgroup:
         self.version = version
         self.dirs = dirs
 
-    def create(self, limits) -> None:
-        """Make the directories and write the limits."""
+    def create(self, limits, devices: list[tuple[int, int]] = ()) -> None:
+        """Make the directories, allow only the given devices, and write the limits."""
         for d in self.dirs.values():
             os.mkdir(d)
+        if "devices" in self.dirs:
+            self.allow_only(devices)
+        self.set_limits(limits)
+        if self.version == "v2":  # one core at most per job, and a low weight against the web server
+            _write(f"{self.dirs['unified']}/cpu.max", f"{CFS_PERIOD_US} {CFS_PERIOD_US}")
+            _write(f"{self.dirs['unified']}/cpu.weight", JOB_CPU_WEIGHT)
+        if "cpu" in self.dirs:  # one core at most per job, so one learner cannot starve the others
+            _write(f"{self.dirs['cpu']}/cpu.cfs_period_us", CFS_PERIOD_US)
+            _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", CFS_PERIOD_US)
+            _write(f"{self.dirs['cpu']}/cpu.shares", JOB_CPU_SHARES)
+
+    def allow_only(self, devices: list[tuple[int, int]]) -> None:
+        """v1 devices controller: refuse every device, then allow read/write (no mknod) on these char devices."""
+        d = self.dirs["devices"]
+        _write(f"{d}/devices.deny", "a")
+        for major, minor in devices:
+            _write(f"{d}/devices.allow", f"c {major}:{minor} rw")
+
+    def allowed_devices(self) -> list[str]:
+        """Return the devices controller's list (e.g. ["c 1:3 rw", ...]); [] where there is none."""
+        if "devices" not in self.dirs:
+            return []
+        return Path(f"{self.dirs['devices']}/devices.list").read_text().split("\n")[:-1]
+
+    def set_limits(self, limits) -> None:
+        """Write the memory and pids limits (at creation, or when a warm child is handed a job's own limits)."""
         if self.version == "v2":
             d = self.dirs["unified"]
             _write(f"{d}/memory.max", limits.memory_bytes)
             _write(f"{d}/memory.swap.max", 0)
             _write(f"{d}/pids.max", limits.pids)
-            _write(f"{d}/cpu.max", f"{CFS_PERIOD_US} {CFS_PERIOD_US}")
-            _write(f"{d}/cpu.weight", JOB_CPU_WEIGHT)
             return
-        if "memory" in self.dirs:
+        if "memory" in self.dirs:  # memory before memsw: memsw may never be below it, and limits only go down
             _write(f"{self.dirs['memory']}/memory.limit_in_bytes", limits.memory_bytes)
             try:  # only present with swap accounting; keeps the job from swapping past its limit
                 _write(f"{self.dirs['memory']}/memory.memsw.limit_in_bytes", limits.memory_bytes)
@@ -176,10 +203,6 @@ class JobCgroup:
                 pass
         if "pids" in self.dirs:
             _write(f"{self.dirs['pids']}/pids.max", limits.pids)
-        if "cpu" in self.dirs:  # one core at most per job, so one learner cannot starve the others
-            _write(f"{self.dirs['cpu']}/cpu.cfs_period_us", CFS_PERIOD_US)
-            _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", CFS_PERIOD_US)
-            _write(f"{self.dirs['cpu']}/cpu.shares", JOB_CPU_SHARES)
 
     def join(self) -> None:
         """Move the calling process into every group of the job (called in the child, as root)."""

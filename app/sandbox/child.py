@@ -31,6 +31,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from app.sandbox import isolation
+from app.sandbox import warm as warmmod
 
 PAYLOAD_FD, REPORT_FD, STATUS_FD = 3, 4, 5
 READY = b"R"
@@ -61,6 +62,8 @@ class Context:
     staging: str
     uid_base: int
     seccomp: object | None  # a pyseccomp filter, or None where unavailable
+    seccomp_every_thread: object | None  # the same filter loaded into every thread (TSYNC): warm-first children
+    gpu_plan: isolation.RootPlan | None  # plan + the GPU driver's libraries, for GPU slots' children
     harness: object  # the imported app.sandbox.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
     server_pid: int = field(default_factory=os.getpid)
@@ -79,10 +82,12 @@ class ChildProcess:
     report: int
     payload: int | None
     status: int
+    warm: warmmod.Warm | None = None  # set for the spawn-then-isolate pool's children
+    pids_seen: set[int] = field(default_factory=set)  # the job's pids, for the GPU slot's release check
 
 
-def spawn(ctx: Context, limits, slot: int, cgroup) -> ChildProcess:
-    """Fork a child that isolates itself and waits for its payload; return the server's ends of its pipes."""
+def spawn(ctx: Context, limits, slot: int, cgroup, warm: warmmod.Warm | None = None) -> ChildProcess:
+    """Fork a child that isolates itself (warm: warms up first) and waits for its payload; return its pipes."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -93,12 +98,12 @@ def spawn(ctx: Context, limits, slot: int, cgroup) -> ChildProcess:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w, st_w])
+        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w, st_w], warm)
     for fd in (out_w, err_w, rep_w, pay_r, st_w):
         os.close(fd)
     for fd in (out_r, err_r, rep_r, st_r):
         os.set_blocking(fd, False)
-    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r)
+    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm)
 
 
 def _arrange_fds(fds: list[int]) -> None:
@@ -113,8 +118,12 @@ def _arrange_fds(fds: list[int]) -> None:
     os.closerange(len(high), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int]) -> None:
-    """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns."""
+def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm) -> None:
+    """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns.
+
+    Namespaces are unshared here, in a process with one thread, also for a warm-first child: its job process
+    starts threads (CUDA, OpenMP) before it isolates, and unshare(CLONE_NEWUSER) refuses a process with threads.
+    """
     try:
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
@@ -128,14 +137,14 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int]) -> Non
             os._exit(SETUP_FAILED)
         if not ctx.isolate:
             os.setsid()  # unsafe mode: the server kills the job by process group
-            _job_process(ctx, limits, slot)
+            _job_process(ctx, limits, slot, warm)
         if ctx.userns:
             _enter_user_namespace()
         else:
             isolation.unshare(isolation.JOB_NAMESPACES)
         pid = os.fork()
         if pid == 0:
-            _job_process(ctx, limits, slot)
+            _job_process(ctx, limits, slot, warm)
         os.closerange(0, 6)
         _mirror_exit(pid)
     except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
@@ -183,20 +192,31 @@ def _setup_failed(exc: BaseException) -> None:
         os._exit(SETUP_FAILED)
 
 
-def _isolate(ctx: Context, limits, slot: int) -> None:
-    """Turn this process into the job's sandbox: root, hostname, rlimits, uid, seccomp. Order matters."""
+def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None) -> None:
+    """Turn this process into the job's sandbox: root, hostname, rlimits, uid, seccomp. Order matters.
+
+    warm: this process already warmed up (and may have threads); see app.sandbox.warm."""
     if ctx.isolate:
         os.setsid()
-        isolation.build_root(ctx.plan, ctx.staging, limits.tmpfs_bytes)
+        plan = ctx.gpu_plan if warm and warm.gpu else ctx.plan
+        isolation.build_root(plan, ctx.staging, limits.tmpfs_bytes, warm.devices() if warm else ())
+        if warm:
+            isolation.close_directory_fds(STATUS_FD + 1)
         socket.sethostname("sandbox")
     nproc = None
     if ctx.isolate:
         # RLIMIT_NPROC counts the processes of the job's uid (in a user namespace: of that namespace only);
         # with a pids cgroup it is only a backstop
         nproc = limits.pids * 4 if ctx.pids_cgroup else limits.pids
-    isolation.apply_rlimits(limits, isolation.address_space_bytes(limits.memory_bytes, limits.pids), nproc)
+    isolation.apply_rlimits(limits, isolation.address_space_bytes(limits.memory_bytes, limits.pids), nproc,
+                            cpu_used_s=warmmod.cpu_seconds_used() if warm else 0.0)
     # below the web server in the scheduler, also where there are no cgroups: pages stay quick under hostile jobs
-    os.setpriority(os.PRIO_PROCESS, 0, JOB_NICE)
+    if warm:
+        isolation.nice_every_thread(JOB_NICE)
+    else:
+        os.setpriority(os.PRIO_PROCESS, 0, JOB_NICE)
+    if ctx.userns and warm:
+        warmmod.check_threads_for_userns()
     if ctx.userns:
         isolation.drop_privileges(0, groups=False)  # root of the user namespace = an unprivileged host uid
         isolation.drop_capabilities()
@@ -206,8 +226,11 @@ def _isolate(ctx: Context, limits, slot: int) -> None:
     os.chdir("/tmp")
     os.environ.clear()
     os.environ.update(CLEAN_ENV)
-    if ctx.seccomp is not None:
-        ctx.seccomp.load()  # also sets no_new_privs
+    if warm:
+        os.environ.update(warm.env())
+    seccomp = ctx.seccomp_every_thread if warm else ctx.seccomp
+    if seccomp is not None:
+        seccomp.load()  # also sets no_new_privs (in every thread, with TSYNC)
 
 
 def _read_payload() -> dict:
@@ -218,16 +241,20 @@ def _read_payload() -> dict:
     return json.loads(b"".join(chunks))
 
 
-def _job_process(ctx: Context, limits, slot: int) -> None:
-    """Isolate, signal readiness, wait for the payload and run the harness. Never returns."""
+def _job_process(ctx: Context, limits, slot: int, warm) -> None:
+    """(Warm up,) isolate, signal readiness, wait for the payload and run the harness. Never returns."""
     try:
-        _isolate(ctx, limits, slot)
+        if warm:
+            warmmod.warm_up(warm)
+        _isolate(ctx, limits, slot, warm)
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)
     code = 1
     try:
         payload = _read_payload()
+        if warm and payload.get("sandbox_limits"):  # this child was made before its job was known
+            warmmod.tighten_rlimits(type(limits).from_dict(payload.pop("sandbox_limits")))
         sys.dont_write_bytecode = True
         sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
         text = {"buffering": 1, "encoding": "utf-8", "errors": "backslashreplace", "closefd": False}

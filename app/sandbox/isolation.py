@@ -12,6 +12,7 @@ import errno
 import os
 import resource
 import socket
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,8 +122,28 @@ def _touch(path: str) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
 
 
-def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int) -> None:
-    """Replace the mount tree with a minimal read-only root; needs a new mount and pid namespace, as root."""
+def with_files(plan: RootPlan, paths: list[str]) -> RootPlan:
+    """Return plan plus these host files (e.g. the GPU driver's libraries), bound read-only at the same paths.
+
+    A file under a directory the root already shows is skipped; a symbolic link is recreated and its target bound.
+    """
+    files, links = list(plan.files), dict(plan.links)
+    for path in paths:
+        if _covered(path, plan.dirs):
+            continue
+        if os.path.islink(path):
+            links[path] = os.readlink(path)
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and not _covered(real, plan.dirs) and real not in files:
+            files.append(real)
+    return RootPlan(dirs=list(plan.dirs), files=files, links=links)
+
+
+def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tuple[str, str]] = ()) -> None:
+    """Replace the mount tree with a minimal read-only root; needs a new mount and pid namespace, as root.
+
+    devices: extra (host path, name under /dev) device nodes to bind, e.g. a GPU's; the devices cgroup decides
+    which of them may be opened."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount may propagate back to the host
     _tmpfs(staging, 1 << 20, mode="0755")
     new = staging.rstrip("/")
@@ -139,11 +160,15 @@ def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int) -> None:
         _touch(new + f)
         _bind_ro(f, new + f)
     for link, target in plan.links.items():
+        os.makedirs(os.path.dirname(new + link), exist_ok=True)
         os.symlink(target, new + link)
     _tmpfs(new + "/dev", DEV_TMPFS_BYTES, mode="0755", extra=MS_NOEXEC)
     for dev in DEVICES:
         _touch(f"{new}/dev/{dev}")
         mount(f"/dev/{dev}", f"{new}/dev/{dev}", None, MS_BIND)
+    for src, name in devices:
+        _touch(f"{new}/dev/{name}")
+        mount(src, f"{new}/dev/{name}", None, MS_BIND)
     os.mkdir(new + "/dev/shm")
     _tmpfs(new + "/dev/shm", tmpfs_bytes, extra=MS_NOEXEC)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
@@ -167,16 +192,45 @@ def address_space_bytes(memory_bytes: int, pids: int) -> int:
     return vm_kib * 1024 + memory_bytes + pids * THREAD_STACK_BYTES
 
 
-def apply_rlimits(limits, address_space: int, nproc: int | None) -> None:
-    """Set the job's rlimits; call before dropping privileges (a non-root process cannot raise them back)."""
+def apply_rlimits(limits, address_space: int, nproc: int | None, cpu_used_s: float = 0.0) -> None:
+    """Set the job's rlimits; call before dropping privileges (a non-root process cannot raise them back).
+
+    cpu_used_s: CPU seconds this process already spent warming up, which are not the job's."""
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     # the soft limit sends SIGXCPU, the hard one SIGKILL a second later
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    cpu = limits.cpu_s + (int(cpu_used_s) + 1 if cpu_used_s else 0)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.tmpfs_bytes, limits.tmpfs_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if nproc is not None:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def nice_every_thread(nice: int) -> None:
+    """Lower the priority of every thread (setpriority on Linux changes one thread; warm-up may have started more)."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+        except ProcessLookupError:  # a thread that just ended
+            pass
+
+
+def close_directory_fds(first: int) -> int:
+    """Close every open directory from fd `first` on; return how many. Call right after pivot_root.
+
+    A directory opened before the root was replaced still points into the host's tree: openat(fd, "..") would
+    walk out of the sandbox. Nothing a job needs keeps one open (CUDA keeps device nodes, not directories)."""
+    closed = 0
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd >= first and stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.close(fd)
+                closed += 1
+        except OSError:  # the listing's own fd, already closed
+            pass
+    return closed
 
 
 def map_root(uid: int, gid: int) -> None:
@@ -228,12 +282,18 @@ DENIED_SYSCALLS = (
 )
 
 
-def seccomp_filter():
-    """Build the job's seccomp filter (libseccomp through pyseccomp); load() it as the last isolation step."""
+def seccomp_filter(every_thread: bool = False):
+    """Build the job's seccomp filter (libseccomp through pyseccomp); load() it as the last isolation step.
+
+    every_thread: load it into every thread of the process at once (TSYNC), for a child that warmed up (CUDA,
+    OpenMP) before isolating and so already has threads; without it a filter covers the loading thread only.
+    ioctl and mmap stay allowed on every fd: CUDA needs them on its GPU's nodes."""
     import pyseccomp as sc
 
     deny = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(defaction=sc.ALLOW)
+    if every_thread:
+        f.set_attr(sc.Attr.CTL_TSYNC, 1)
     f.add_rule(deny, "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
     f.add_rule(deny, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
     for name in DENIED_SYSCALLS:

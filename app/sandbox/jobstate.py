@@ -51,6 +51,7 @@ class RunningJob:
         self.noted = False  # a [sandbox] marker line was added
         self.status: int | None = None  # raw wait status of the outer child
         self.cpu_s: float | None = None
+        self.cpu_base = 0.0  # CPU seconds the child's cgroup had used when the job was handed over
         self.batch: list[list[str]] = []
 
     # ------------------------------------------------------------------ output

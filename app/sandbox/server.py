@@ -24,12 +24,15 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import deque
 
 from app.sandbox import child as childmod
-from app.sandbox import isolation, protocol, startup
+from app.sandbox import gpus, isolation, pools, protocol, startup
 from app.sandbox.cgroups import CgroupManager
 from app.sandbox.jobstate import RunningJob, limit_message
 from app.sandbox.limits import Limits
+from app.sandbox.startup import log
+from app.sandbox.warm import Warm
 
 # the fork server's staging directory (the mount point of each child's root) in the temp dir: prefix, pid, random
 STAGING_PREFIX = "course-sbx-root-"
@@ -38,11 +41,6 @@ STAGING_PREFIX = "course-sbx-root-"
 CPU_POLL_S = 0.1
 # bytes read from a child's pipe at once
 READ_CHUNK = 1 << 16
-
-
-def log(message: str) -> None:
-    """Write one line to the server's stderr, which the runner passes on to its log."""
-    print(f"sandbox-server[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
 class ForkServer:
@@ -54,14 +52,15 @@ class ForkServer:
         self.defaults = Limits.from_dict(config["limits"])
         self.prefork = int(config.get("prefork", 0))
         self.sel = selectors.DefaultSelector()
-        self.pool: list = []
+        self.cpu_pool = self.gpu_pool = None
+        self.gpu_refuse: str | None = None  # why GPU slots were asked for but cannot be used
+        self.waiting: deque = deque()  # (job id, payload, limits, pool): jobs waiting for a ready child
         self.children: dict[int, object] = {}  # outer child pid -> ChildProcess
         self.jobs: dict[str, RunningJob] = {}
-        self.slots: set[int] = set()
+        self.uid_slots: set[int] = set()
         self.refuse: str | None = None
         self.info: dict = {}
         self.setup_out: dict[int, bytearray] = {}
-        self.pool_failures = 0
         self.closing = False
         self._wake_r = self._wake_w = -1
 
@@ -87,23 +86,52 @@ class ForkServer:
         remove_stale_staging(tempfile.gettempdir())
         self.staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
         os.chmod(self.staging, 0o755)
+        plan = isolation.plan_root()
+        gpu_slots = [gpus.GpuSlot.from_dict(g) for g in self.config.get("gpu_slots", [])]
         self.ctx = childmod.Context(
-            isolate=root or userns, userns=userns, plan=isolation.plan_root(), staging=self.staging,
+            isolate=root or userns, userns=userns, plan=plan, staging=self.staging,
             uid_base=int(self.config.get("uid_base", 64000)),
-            seccomp=isolation.seccomp_filter() if seccomp_ok else None, harness=harness,
-            pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
+            seccomp=isolation.seccomp_filter() if seccomp_ok else None,
+            seccomp_every_thread=isolation.seccomp_filter(every_thread=True) if seccomp_ok else None,
+            gpu_plan=isolation.with_files(plan, gpus.driver_libraries()) if gpu_slots else None,
+            harness=harness, pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
         )
         if not root and not userns and not unsafe:
             self.refuse = startup.NEEDS_ROOT
+        self._make_pools(gpu_slots, root)
         info.update(self._describe(seccomp_why))
         info["warmup_s"] = round(time.monotonic() - started, 3)
         if self.refuse is None:
             self._self_test(info, unsafe)
         self.info = info
 
+    def _make_pools(self, gpu_slots: list, root: bool) -> None:
+        """The CPU jobs' pool (COURSE_SANDBOX_POOL) and, where slots were given, the GPU slots' spawn pool."""
+        warm = Warm(dev_root=self.config.get("gpu_dev_root", gpus.HOST_DEV),
+                    gpu_memory_bytes=int(self.config.get("gpu_memory_bytes", 0)),
+                    probe_thread=bool(self.config.get("warm_probe_thread")))
+        if self.config.get("pool", "prefork") == "spawn":
+            self.cpu_pool = pools.SpawnPool(self, [None] * max(1, int(self.config.get("cpu_slots", 1))), warm)
+        else:
+            self.cpu_pool = pools.PreforkPool(self, self.prefork)
+        self.base_devices = [gpus.device_numbers(f"/dev/{d}") for d in isolation.DEVICES]
+        if gpu_slots and not root:
+            self.gpu_refuse = ("GPU slots need the sandbox to run as root (device nodes bound into each job's "
+                               "root, a devices cgroup per job); run the app as root")
+        elif gpu_slots:
+            monitor = pools.NvmlMonitor() if warm.dev_root == gpus.HOST_DEV else None
+            self.gpu_pool = pools.SpawnPool(self, gpu_slots, warm, monitor)
+            if "devices" not in (self.cgroups.controllers if self.cgroups else []):
+                log("WARNING: no devices cgroup here: a GPU job's /dev holds only its GPU's nodes, but nothing "
+                    "else refuses another GPU's node (cgroup v1's devices controller is needed)")
+
     def _describe(self, seccomp_why: str) -> dict:
-        return startup.describe(self.ctx, self.cgroups, self.config, self.defaults, self.prefork, self.refuse,
+        info = startup.describe(self.ctx, self.cgroups, self.config, self.defaults, self.prefork, self.refuse,
                                 seccomp_why)
+        info["pool"] = self.cpu_pool.describe()
+        info["gpu_pool"] = self.gpu_pool.describe() if self.gpu_pool else None
+        info["gpu_refuse"] = self.gpu_refuse
+        return info
 
     def _self_test(self, info: dict, unsafe: bool) -> None:
         """Run one empty job; if isolation fails on this host, refuse (or, in unsafe mode, run without it)."""
@@ -136,17 +164,19 @@ class ForkServer:
         return results[0]["result"]
 
     # ------------------------------------------------------------------ children
-    def _new_slot(self) -> int:
+    def _new_uid_slot(self) -> int:
         slot = 0
-        while slot in self.slots:
+        while slot in self.uid_slots:
             slot += 1
-        self.slots.add(slot)
+        self.uid_slots.add(slot)
         return slot
 
-    def _spawn(self, limits: Limits):
-        slot = self._new_slot()
-        cgroup = self.cgroups.new_job(limits) if self.cgroups else None
-        proc = childmod.spawn(self.ctx, limits, slot, cgroup)
+    def spawn_child(self, limits: Limits, warm: Warm | None = None):
+        """Fork one child (warm: a warm-first one, for the spawn pool) and watch its pipes."""
+        slot = self._new_uid_slot()
+        devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
+        cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
+        proc = childmod.spawn(self.ctx, limits, slot, cgroup, warm)
         self.children[proc.pid] = proc
         self.setup_out[proc.pid] = bytearray()
         for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
@@ -156,16 +186,51 @@ class ForkServer:
         proc.ready = False
         return proc
 
-    def refill_pool(self) -> None:
-        """Keep `prefork` isolated children waiting for code (default limits only)."""
-        while (self.refuse is None and not self.closing and len(self.pool) < self.prefork
-               and self.pool_failures < 3):
-            self.pool.append(self._spawn(self.defaults))
+    def setup_text(self, proc) -> str:
+        """Return what a child printed before it was given a job (its setup failure, if any)."""
+        return bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace").strip()
 
-    def start_job(self, job_id: str, payload: dict, limits: Limits) -> None:
-        """Hand the payload to a waiting child (or a new one) and start its wall clock."""
-        proc = self.pool.pop(0) if (limits == self.defaults and self.pool) else self._spawn(limits)
+    def refill_pools(self) -> None:
+        """Prepare the children the pools keep waiting, unless the server refuses to run code or is closing."""
+        if self.refuse is None and not self.closing:
+            for pool in (self.cpu_pool, self.gpu_pool):
+                if pool is not None:
+                    pool.refill()
+
+    def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False) -> None:
+        """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots)."""
+        if gpu and self.gpu_refuse:
+            self._send_error(job_id, self.gpu_refuse)
+            return
+        pool = self.gpu_pool if gpu and self.gpu_pool else self.cpu_pool
+        self.waiting.append((job_id, payload, limits, pool))
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Hand each waiting job, oldest first, to a ready child of its pool."""
+        for entry in list(self.waiting):
+            job_id, payload, limits, pool = entry
+            proc = pool.take(limits)
+            if proc is None:
+                continue
+            self.waiting.remove(entry)
+            if isinstance(proc, str):
+                self._send_error(job_id, f"no GPU slot can take jobs: {proc}")
+            else:
+                self._hand_over(proc, job_id, payload, limits)
+
+    def _hand_over(self, proc, job_id: str, payload: dict, limits: Limits) -> None:
+        """Give the child its payload and start the job's wall clock."""
+        if proc.warm is not None:  # made before its job was known: the job's own limits apply from now
+            payload = {**payload, "sandbox_limits": limits.to_dict()}
+            if proc.cgroup is not None and limits != proc.limits:
+                try:
+                    proc.cgroup.set_limits(limits)
+                except OSError as exc:
+                    log(f"could not apply job {job_id}'s limits to its warm child: {exc}")
+            proc.limits = limits
         job = RunningJob(job_id, proc, self.send)
+        job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
         proc.job = job
         self.jobs[job_id] = job
         data = json.dumps(payload).encode()
@@ -177,6 +242,9 @@ class ForkServer:
             log(f"could not hand over job {job_id}: {exc}")
         os.close(proc.payload)
         proc.payload = None
+
+    def _send_error(self, job_id: str, message: str) -> None:
+        self.send({"op": "done", "id": job_id, "result": startup.refused_result(message)})
 
     def kill(self, job: RunningJob, limit: str | None = None, cancelled: bool = False) -> None:
         """Stop a job now: SIGKILL its processes; the result is sent once they are reaped."""
@@ -261,14 +329,14 @@ class ForkServer:
         """The outer child exited: kill stragglers, send the result if not sent yet, clean up."""
         if proc.cgroup is not None:
             proc.cgroup.sweep()
-        if proc.job is None:  # a pre-forked child died before getting work
-            setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
-            self.pool = [p for p in self.pool if p is not proc]
-            if not self.closing:
-                self.pool_failures += 1
-                log(f"pre-forked child {proc.pid} exited early (status {status}): {setup.strip()[-300:]}")
-        elif proc.job.status is None:
+        if proc.job is None and not self.closing:  # a waiting child died before getting work
+            log(f"pre-forked child {proc.pid} exited early (status {status}): {self.setup_text(proc)[-300:]}")
+        elif proc.job is not None and proc.job.status is None:
             self.complete(proc, status)
+        if not self.closing:
+            for pool in (self.cpu_pool, self.gpu_pool):
+                if pool is not None:
+                    pool.exited(proc, had_job=proc.job is not None)
         for fd in (proc.stdout, proc.stderr, proc.report, proc.status):
             if fd in self.sel.get_map():
                 self.sel.unregister(fd)
@@ -278,7 +346,7 @@ class ForkServer:
         self.setup_out.pop(proc.pid, None)
         if proc.cgroup is not None:
             proc.cgroup.remove()
-        self.slots.discard(proc.slot)
+        self.uid_slots.discard(proc.slot)
 
     def complete(self, proc, status: int) -> None:
         """The job's process ended (or said it is ending) with this wait status: drain output, send the result."""
@@ -286,7 +354,8 @@ class ForkServer:
         job.status = status
         self.drain(proc)
         cg = proc.cgroup
-        job.cpu_s = cg.cpu_seconds() if cg is not None else getattr(proc, "cpu_s", None)
+        self._note_gpu_pids(proc)
+        job.cpu_s = self._job_cpu(job) if cg is not None else getattr(proc, "cpu_s", None)
         setup_error = None
         if not proc.ready:
             setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
@@ -303,13 +372,26 @@ class ForkServer:
         for job in list(self.jobs.values()):
             if job.status is not None or job.killed:
                 continue
+            self._note_gpu_pids(job.child)
             if now >= job.deadline:
                 self.kill(job, "wall")
             elif job.child.cgroup is not None:
-                cpu = job.child.cgroup.cpu_seconds()
+                cpu = self._job_cpu(job)
                 if cpu is not None and cpu >= job.limits.cpu_s:
                     job.cpu_s = cpu
                     self.kill(job, "cpu")
+
+    @staticmethod
+    def _job_cpu(job: RunningJob) -> float | None:
+        """CPU seconds of the job's processes since hand-over (a warm child's warm-up is not the learner's)."""
+        cpu = job.child.cgroup.cpu_seconds()
+        return None if cpu is None else max(0.0, cpu - job.cpu_base)
+
+    @staticmethod
+    def _note_gpu_pids(proc) -> None:
+        """Remember the pids of a GPU job: its slot is released once NVML lists none of them on the GPU."""
+        if proc.warm is not None and proc.warm.gpu is not None and proc.cgroup is not None:
+            proc.pids_seen.update(proc.cgroup.pids())
 
     def on_control(self, reader: protocol.FrameReader) -> None:
         """Handle frames from the runner."""
@@ -321,16 +403,32 @@ class ForkServer:
             if msg["op"] == "run":
                 limits = Limits.from_dict(msg["limits"]) if msg.get("limits") else self.defaults
                 if self.refuse:
-                    self.send({"op": "done", "id": msg["id"], "result": startup.refused_result(self.refuse)})
+                    self._send_error(msg["id"], self.refuse)
                 else:
-                    self.start_job(msg["id"], msg["payload"], limits)
-            elif msg["op"] == "cancel" and msg["id"] in self.jobs:
-                self.kill(self.jobs[msg["id"]], cancelled=True)
+                    self.start_job(msg["id"], msg["payload"], limits, gpu=bool(msg.get("gpu")))
+            elif msg["op"] == "cancel":
+                self.cancel(msg["id"])
+
+    def cancel(self, job_id: str) -> None:
+        """Stop a running job, or drop one still waiting for a child."""
+        if job_id in self.jobs:
+            self.kill(self.jobs[job_id], cancelled=True)
+            return
+        for entry in list(self.waiting):
+            if entry[0] == job_id:
+                self.waiting.remove(entry)
+                result = {**startup.refused_result("cancelled before it started"), "status": "cancelled"}
+                self.send({"op": "done", "id": job_id, "result": result})
 
     def step(self, timeout: float | None = None) -> None:
-        """Wait for one round of events and handle them."""
+        """Prepare and release children, start waiting jobs, then wait for one round of events and handle them."""
+        self.refill_pools()
+        for pool in (self.cpu_pool, self.gpu_pool):
+            if pool is not None:
+                pool.poll()
+        self.dispatch()
         live = [j.deadline for j in self.jobs.values() if not j.killed]
-        if self.jobs:
+        if self.jobs or self.waiting:
             nearest = min(live, default=time.monotonic() + CPU_POLL_S) - time.monotonic()
             timeout = max(0.0, min(CPU_POLL_S, nearest))
         for key, _ in self.sel.select(timeout):
@@ -362,7 +460,6 @@ class ForkServer:
         try:
             self.send({"op": "ready", "info": self.info})
             while not self.closing:
-                self.refill_pool()
                 self.step()
         except ConnectionError:  # the runner went away (its process died) while we were writing to it
             log("the runner is gone; stopping")
@@ -381,6 +478,8 @@ class ForkServer:
             time.sleep(0.01)
         if self.cgroups:
             self.cgroups.remove()
+        if self.gpu_pool is not None and self.gpu_pool.monitor is not None:
+            self.gpu_pool.monitor.close()
         shutil.rmtree(self.staging, ignore_errors=True)
 
 

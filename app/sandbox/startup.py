@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 
 NEEDS_ROOT = (
     "the sandbox needs root or user namespaces to isolate learner code (namespaces, cgroups, a per-slot uid) and "
     "has neither here; run the app as root (e.g. in its container), or set COURSE_SANDBOX_UNSAFE_DEV=1 on a "
     "development machine to run code WITHOUT isolation"
 )
+
+
+def log(message: str) -> None:
+    """Write one line to the fork server's stderr, which the runner passes on to its log."""
+    print(f"sandbox-server[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
 def warm_up() -> dict:

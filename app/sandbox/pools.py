@@ -1,0 +1,198 @@
+"""The fork server's pools of children waiting for a job.
+
+PreforkPool (CPU jobs, the default): children forked from the warm server isolate themselves at once and wait;
+a job whose limits differ from the defaults gets a child of its own, forked for it.
+
+SpawnPool (GPU slots, and CPU jobs when COURSE_SANDBOX_POOL=spawn): one child per slot, made fresh for one job.
+It warms up for its device (on a GPU: its own CUDA context, see app/sandbox/warm.py), *then* isolates, waits for
+one job, and exits; the job's own limits are applied when it is handed over. A slot takes its next child only
+once it is released: for a GPU, when NVML lists no process of the finished job on it. A job waits for a ready
+child; it never starts a second one on a busy slot. The CPU mode runs exactly this logic on CPU "slots", so the
+GPU pool's bookkeeping is exercised on every test run, on hosts without a GPU.
+
+Children here are forked from the fork server, which never initialises CUDA: the restriction CUDA has is on
+forking *after* initialising it. A fresh interpreter (exec) would add ~1-2 s of imports to every child's
+preparation, which lies between two jobs on the same GPU (docs/architecture.md has the figures).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from app.sandbox import gpus
+from app.sandbox.startup import log
+from app.sandbox.warm import Warm
+
+# consecutive failed preparations after which a slot is taken out (the reason goes to the waiting jobs)
+MAX_FAILURES = 3
+# seconds between two NVML looks at a slot whose finished job still has a process on the GPU
+RELEASE_POLL_S = 0.1
+# seconds after which a slot still held by a finished job is logged (again every this many seconds)
+RELEASE_WARN_S = 30
+# seconds the monitor may take to answer one question before the slot is asked about again
+MONITOR_TIMEOUT_S = 2.0
+
+
+class PreforkPool:
+    """Isolate-first children with the default limits, kept `size` at a time."""
+
+    kind = "prefork"
+
+    def __init__(self, server, size: int) -> None:
+        self.server, self.size = server, size
+        self.waiting: list = []
+        self.failures = 0
+
+    def refill(self) -> None:
+        """Keep `size` isolated children waiting for code (default limits only)."""
+        while len(self.waiting) < self.size and self.failures < MAX_FAILURES:
+            self.waiting.append(self.server.spawn_child(self.server.defaults))
+
+    def take(self, limits):
+        """Return a child for a job with these limits: a waiting one, or one forked for it."""
+        if limits == self.server.defaults and self.waiting:
+            return self.waiting.pop(0)
+        return self.server.spawn_child(limits)
+
+    def exited(self, proc, had_job: bool) -> None:
+        """A child's outer process was reaped."""
+        if not had_job and proc in self.waiting:
+            self.waiting.remove(proc)
+            self.failures += 1
+
+    def poll(self) -> None:
+        """Nothing to release: a CPU child holds nothing once it is gone."""
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "size": self.size}
+
+
+@dataclass
+class Slot:
+    """One place in a SpawnPool: a GPU (or, in CPU mode, nothing) and the single child prepared for it."""
+
+    index: int
+    gpu: gpus.GpuSlot | None
+    state: str = "empty"  # empty -> preparing -> (ready when its child said so) -> busy -> releasing -> empty
+    proc: object | None = None
+    failures: int = 0
+    broken: str | None = None  # why the slot was taken out
+    job_pids: set[int] = field(default_factory=set)
+    released_since: float = 0.0
+    warned_at: float = 0.0
+    last_setup: str = ""
+
+
+class SpawnPool:
+    """Warm-first, single-use children, one per slot; see the module docstring."""
+
+    kind = "spawn"
+
+    def __init__(self, server, gpu_slots: list[gpus.GpuSlot | None], warm: Warm, monitor=None) -> None:
+        self.server, self.warm, self.monitor = server, warm, monitor
+        self.slots = [Slot(i, g) for i, g in enumerate(gpu_slots)]
+
+    def refill(self) -> None:
+        """Prepare a child for every empty slot."""
+        for slot in self.slots:
+            if slot.state == "empty" and slot.broken is None:
+                warm = Warm(gpu=slot.gpu, dev_root=self.warm.dev_root, gpu_memory_bytes=self.warm.gpu_memory_bytes,
+                            probe_thread=self.warm.probe_thread)
+                slot.proc = self.server.spawn_child(self.server.defaults, warm=warm)
+                slot.proc.pool_slot = slot
+                slot.state = "preparing"
+
+    def take(self, limits):
+        """Return a ready child (its slot now busy), None to wait, or a string: why no slot will ever be ready."""
+        for slot in self.slots:
+            if slot.state == "preparing" and slot.proc.ready:
+                slot.state, slot.job_pids = "busy", set()
+                return slot.proc
+        if all(s.broken for s in self.slots):
+            return "; ".join(f"slot {s.index}: {s.broken}" for s in self.slots)
+        return None
+
+    def exited(self, proc, had_job: bool) -> None:
+        """The slot's child is gone: after a job, release the slot; before one, count a failed preparation."""
+        slot = getattr(proc, "pool_slot", None)
+        if slot is None or slot.proc is not proc:
+            return
+        if had_job:
+            slot.failures = 0
+            slot.job_pids = set(proc.pids_seen) | {proc.pid}
+            slot.state, slot.released_since = "releasing", time.monotonic()
+            self._try_release(slot)
+            return
+        slot.failures += 1
+        slot.last_setup = self.server.setup_text(proc)
+        slot.state = "empty"
+        if slot.failures >= MAX_FAILURES:
+            slot.broken = f"could not prepare a child {slot.failures} times: {slot.last_setup[-300:]}"
+            log(f"slot {slot.index} taken out: {slot.broken}")
+
+    def poll(self) -> None:
+        """Release the slots whose finished job has left its GPU."""
+        for slot in self.slots:
+            if slot.state == "releasing":
+                self._try_release(slot)
+
+    def _try_release(self, slot: Slot) -> None:
+        if slot.gpu is None or self.monitor is None:  # a CPU slot, or a test tree without NVML: nothing held
+            slot.state = "empty"
+            return
+        running = self.monitor.running_pids(slot.gpu.uuid)
+        if running is not None and gpus.slot_released(running, slot.job_pids):
+            slot.state = "empty"
+            return
+        now = time.monotonic()
+        if now - slot.released_since > RELEASE_WARN_S and now - slot.warned_at > RELEASE_WARN_S:
+            slot.warned_at = now
+            log(f"GPU slot {slot.index} (GPU {slot.gpu.id}) still held {now - slot.released_since:.0f} s after its "
+                f"job: NVML lists pids {running}, the job had {sorted(slot.job_pids)}")
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "size": len(self.slots),
+                "slots": [{"index": s.index, "gpu": s.gpu.to_dict() if s.gpu else None, "state": s.state,
+                           "broken": s.broken} for s in self.slots]}
+
+
+class NvmlMonitor:
+    """The fork server's window on NVML: a separate small process, so the server never loads the NVML library."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.sandbox.nvml"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def running_pids(self, uuid: str) -> list[int] | None:
+        """Return the pids NVML lists on this GPU, or None when it could not say (the slot then stays out)."""
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            self.proc.stdin.write(uuid + "\n")
+            self.proc.stdin.flush()
+            if not select.select([self.proc.stdout], [], [], MONITOR_TIMEOUT_S)[0]:
+                raise TimeoutError(f"no answer in {MONITOR_TIMEOUT_S:g} s")
+            reply = json.loads(self.proc.stdout.readline() or "{}")
+        except (OSError, ValueError, TimeoutError) as exc:
+            log(f"the GPU monitor failed ({exc}); restarting it")
+            self.close()
+            return None
+        if "pids" not in reply:
+            log(f"NVML could not list the processes on {uuid}: {reply.get('error', reply)}")
+            return None
+        return reply["pids"]
+
+    def close(self) -> None:
+        """Stop the monitor process."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
