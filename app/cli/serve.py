@@ -21,6 +21,17 @@ def _refuse(errors) -> None:
     sys.exit(1)
 
 
+def _check_gpus(settings) -> None:
+    """Refuse to start, in one line, when COURSE_GPU_DEVICES names GPUs this host does not have."""
+    from app.sandbox.gpus import GpuConfigError, resolve
+
+    try:
+        resolve(settings.gpu_devices, str(settings.sandbox_gpu_dev_root))
+    except GpuConfigError as exc:
+        click.echo(f"course serve: refusing to start: {exc}", err=True)
+        sys.exit(2)
+
+
 @click.command()
 @click.option("--host", default=None, help="Address to listen on (default: COURSE_HOST, 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to listen on (default: COURSE_PORT, 8000).")
@@ -33,6 +44,7 @@ def serve(host: str | None, port: int | None, reload: bool) -> None:
     from app.main import create_app
 
     settings = get_settings()
+    _check_gpus(settings)
     try:
         app = create_app(settings, watch_content=reload)
     except ContentInvalid as exc:  # production: content is parsed once and must be right

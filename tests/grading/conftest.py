@@ -17,10 +17,11 @@ def exercises():
     return load_exercises(ROOT / "exercises")
 
 
-@pytest.fixture(scope="session")
-def grading_runner(tmp_path_factory):
-    """A runner (real fork server, real isolation) shared by every grading test."""
-    with BlockingRunner(make_settings(tmp_path_factory.mktemp("grading"))) as runner:
+@pytest.fixture(scope="session", params=["prefork", "spawn"])
+def grading_runner(request, tmp_path_factory):
+    """A runner (real fork server, real isolation) shared by every grading test, once per pool: the default one,
+    and the spawn-then-isolate pool of GPU slots in its CPU mode."""
+    with BlockingRunner(make_settings(tmp_path_factory.mktemp("grading"), sandbox_pool=request.param)) as runner:
         yield runner
 
 

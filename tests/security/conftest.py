@@ -1,4 +1,7 @@
-"""One warm sandbox for every hostile program; the app's secret is in this process's environment on purpose."""
+"""One warm sandbox per pool for every hostile program; the app's secret is in this process's environment on purpose.
+
+Every hostile program runs twice: against the default pool (children isolate first, then wait) and against the
+spawn-then-isolate pool that GPU slots use, in its CPU mode (children warm up first, then isolate)."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ from app.runner import BlockingRunner
 from tests.helpers import make_settings
 
 
-@pytest.fixture(scope="session")
-def sandbox(tmp_path_factory):
+@pytest.fixture(scope="session", params=["prefork", "spawn"])
+def sandbox(request, tmp_path_factory):
     """A started runner (fork server) shared by the security tests; `.secret` is the app's secret key."""
     secret = "sbx-secret-" + secrets.token_hex(12)
     old = os.environ.get("COURSE_SECRET_KEY")
     os.environ["COURSE_SECRET_KEY"] = secret  # what a real app process holds; the sandbox must never see it
-    settings = make_settings(tmp_path_factory.mktemp("security"), secret_key=secret, sandbox_prefork=1)
+    settings = make_settings(tmp_path_factory.mktemp("security"), secret_key=secret, sandbox_prefork=1,
+                             sandbox_pool=request.param)
     try:
         with BlockingRunner(settings) as runner:
             runner.secret = secret
