@@ -1,13 +1,17 @@
 # The course site (and later the worker): one image, the same install steps as `make setup`.
 #   docker build -t course .                                   # CPU torch (the default)
-#   docker build -t course-gpu --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 .
+#   docker build -t course-gpu --build-arg TORCH_BUILD=cuda .  # the CUDA build of the same torch
 #   docker run -p 8000:8000 -e COURSE_SECRET_KEY=... course
+# GPU slots need the sandbox to run as root with the GPUs' device nodes: docs/operations.md#gpu-hosts.
 FROM python:3.11-slim-bookworm
 
-# Which torch build to install. torch is pinned and installed first, exactly as the Makefile does: an unpinned
-# `torch` from PyPI pulls a multi-GB CUDA build. The index selects the build (cpu, cu128, rocm6.4, ...).
+# Which torch build to install, as `make setup TORCH_BUILD=...`: cpu (PyTorch's CPU index) or cuda (PyPI, whose
+# Linux wheel is the CUDA build). torch is pinned and installed first: an unpinned `torch` pulls the newest.
+# TORCH_INDEX_URL, when set, replaces the build's index (e.g. https://download.pytorch.org/whl/cu128, with
+# TORCH_SPEC="torch==2.13.0+cu128").
+ARG TORCH_BUILD=cpu
 ARG TORCH_SPEC="torch==2.13.0"
-ARG TORCH_INDEX_URL="https://download.pytorch.org/whl/cpu"
+ARG TORCH_INDEX_URL=""
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -28,11 +32,19 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin course
 
 WORKDIR /srv/course
 
-# pip itself is upgraded to the latest, as `make setup` does.
+# pip itself is upgraded to the latest, as `make setup` does; scripts/torch-build fails the build when the
+# installed torch is not the build asked for.
+COPY scripts/torch-build ./scripts/
 # hadolint ignore=DL3013
-RUN python -m venv "$VIRTUAL_ENV" \
+RUN case "$TORCH_BUILD" in \
+      cpu) index="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}" ;; \
+      cuda) index="${TORCH_INDEX_URL:-https://pypi.org/simple}" ;; \
+      *) echo "TORCH_BUILD must be cpu or cuda, not $TORCH_BUILD" >&2; exit 2 ;; \
+    esac \
+ && python -m venv "$VIRTUAL_ENV" \
  && pip install --upgrade pip \
- && pip install --index-url "$TORCH_INDEX_URL" "$TORCH_SPEC"
+ && pip install --index-url "$index" "$TORCH_SPEC" \
+ && python scripts/torch-build "$TORCH_BUILD"
 
 # Dependencies first (cached while only content changes), then the code and the content.
 COPY pyproject.toml README.md ./

@@ -6,7 +6,14 @@ HOST    ?= 127.0.0.1
 PORT    ?= 8000
 # torch is installed first and pinned: the CPU wheel lies on local disk; an unpinned torch pulls a CUDA build.
 TORCH   ?= torch==2.13.0
-STAMP   := $(VENV)/.installed
+# Which build of that torch: cpu (the default) or cuda, for a GPU host (it needs the NVIDIA driver, no toolkit).
+# PyPI's Linux wheel of a torch version is its CUDA build. pip runs --isolated for it, without the user's pip
+# configuration and PIP_* variables, where a local wheelhouse may offer 2.13.0+cpu, which sorts above 2.13.0.
+TORCH_BUILD ?= cpu
+TORCH_INDEX_cuda ?= https://pypi.org/simple
+TORCH_PIP_cpu :=
+TORCH_PIP_cuda = --isolated --index-url $(TORCH_INDEX_cuda)
+STAMP   := $(VENV)/.installed-$(TORCH_BUILD)
 
 .PHONY: serve test bench setup db system-deps editor figures clean
 
@@ -25,10 +32,14 @@ bench: setup db
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@case "$(TORCH_BUILD)" in cpu|cuda) ;; *) echo "TORCH_BUILD must be cpu or cuda, not $(TORCH_BUILD)"; exit 2;; esac
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/python scripts/torch-build $(TORCH_BUILD) 2>/dev/null || $(BIN)/pip uninstall --quiet --yes torch
+	$(BIN)/pip install --quiet $(TORCH_PIP_$(TORCH_BUILD)) "$(TORCH)"
+	$(BIN)/python scripts/torch-build $(TORCH_BUILD)
 	$(BIN)/pip install --quiet -e ".[dev]"
+	rm -f $(VENV)/.installed $(VENV)/.installed-*
 	touch $(STAMP)
 
 db: setup
