@@ -52,7 +52,7 @@ def test_dockerfile_has_the_same_build_argument():
     assert 'cuda) index="${TORCH_INDEX_URL:-https://pypi.org/simple}"' in dockerfile
     assert 'python scripts/torch-build "$TORCH_BUILD"' in dockerfile
     case = dockerfile[dockerfile.index('RUN case "$TORCH_BUILD"'):dockerfile.index(" && python -m venv")]
-    script = case.removeprefix("RUN ").replace("\\\n", "\n") + ' && echo "$index"'
+    script = case.removeprefix("RUN ").replace("\\\n", "\n").rstrip() + '; echo "$index"'
     for build, index in (("cpu", "https://download.pytorch.org/whl/cpu"), ("cuda", "https://pypi.org/simple")):
         assert subprocess.run(["sh", "-c", script], env={"TORCH_BUILD": build, "TORCH_INDEX_URL": ""},
                               capture_output=True, text=True).stdout.strip() == index
