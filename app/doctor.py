@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from app.runner import Job, open_runner, run_job
+from app.runner import Job, Result, open_runner, run_job
 from app.sandbox import host
+from app.sandbox.gpus import GpuConfigError
 
 # Run inside the sandbox: what a learner's program sees, so the report shows layers in force, not intentions.
 PROBE = r"""
@@ -28,23 +29,79 @@ print(json.dumps({"uid": os.getuid(), "pid": os.getpid(), "hostname": socket.get
 """
 
 
-def doctor(settings) -> dict:
-    """Start the configured runner, run a probe job in its sandbox, and return the report."""
+# Run in a GPU slot: the passthrough as a job sees it. Its own GPU's node must open (on a test tree of nodes
+# without a driver: ENXIO, the devices cgroup let it through); another GPU's must not (ENOENT: not in its /dev).
+GPU_PROBE = r"""
+import errno, json, os
+def try_open(name):
+    try:
+        os.close(os.open("/dev/" + name, os.O_RDWR))
+        return "opened"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+nodes = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
+own = [n for n in nodes if n[6:].isdigit()]
+other = "nvidia%d" % (max([int(n[6:]) for n in own] or [-1]) + 1)
+import torch
+cuda = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+print(json.dumps({"nodes": nodes, "own": {n: try_open(n) for n in own}, "other": {other: try_open(other)},
+                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "cuda_device": cuda}))
+"""
 
-    async def probe() -> tuple[dict, object]:
+
+def _last_json(result) -> dict | None:
+    return json.loads(result.stdout.strip().splitlines()[-1]) if result.status == "ok" else None
+
+
+def doctor(settings) -> dict:
+    """Start the configured runner, run a probe job in its sandbox (and one in a GPU slot), return the report."""
+
+    async def probe() -> tuple[dict, object, object]:
         async with open_runner(settings, eager=False) as runner:
             info = dict(await runner.ready())
-            return info, await run_job(runner, Job(code=PROBE, filename="doctor_probe.py"))
+            result = await run_job(runner, Job(code=PROBE, filename="doctor_probe.py"))
+            gpu = None
+            if info.get("gpu_pool"):
+                gpu = await run_job(runner, Job(code=GPU_PROBE, filename="gpu_probe.py", gpu=True))
+            return info, result, gpu
 
-    info, result = asyncio.run(probe())
-    inside = json.loads(result.stdout.strip().splitlines()[-1]) if result.status == "ok" else None
+    try:
+        info, result, gpu = asyncio.run(probe())
+    except GpuConfigError as exc:
+        info, result, gpu = {"refuse": str(exc)}, Result(status="error", message=str(exc)), None
     return {
         "host": host.facts(),
         "server": info,
-        "probe": {"status": result.status, "message": result.message, "inside": inside,
+        "probe": {"status": result.status, "message": result.message, "inside": _last_json(result),
                   "stderr": result.stderr[-500:]},
+        "gpu": {**host.gpu_facts(settings.gpu_devices, str(settings.sandbox_gpu_dev_root)),
+                "probe": None if gpu is None else {"status": gpu.status, "message": gpu.message,
+                                                   "inside": _last_json(gpu), "stderr": gpu.stderr[-500:]}},
         "devices": {"cpu": "available", "cuda": host.cuda_status()},
     }
+
+
+def format_gpu(gpu: dict, server: dict) -> list[str]:
+    """The GPU part of the report: torch build, driver, GPUs, slots, and the passthrough probe."""
+    lines = ["GPUs:", f"  torch build: {gpu['torch_build']}", f"  driver: {gpu['driver']}",
+             f"  GPUs here: {'; '.join(gpu['gpus'])}",
+             f"  GPU slots (COURSE_GPU_DEVICES): {', '.join(gpu['slots']) or 'none'}"]
+    if gpu["slots_error"]:
+        lines.append(f"  REFUSING TO START: {gpu['slots_error']}")
+    if server.get("gpu_refuse"):
+        lines.append(f"  GPU slots unusable: {server['gpu_refuse']}")
+    if gpu["slots"]:
+        lines.append(f"  [{'on ' if gpu['devices_cgroup'] else 'OFF'}] devices cgroup (v1) for GPU jobs")
+    probe = gpu.get("probe")
+    if probe and probe.get("inside"):
+        seen = probe["inside"]
+        lines.append(f"  passthrough probe: /dev holds {', '.join(seen['nodes'])}; own node "
+                     f"{', '.join(f'{n} {r}' for n, r in seen['own'].items())}; another GPU's "
+                     f"{', '.join(f'{n} {r}' for n, r in seen['other'].items())}; CUDA_VISIBLE_DEVICES="
+                     f"{seen['cuda_visible_devices']}; CUDA device: {seen['cuda_device'] or 'none (simulated)'}")
+    elif probe:
+        lines.append(f"  passthrough probe: {probe['status']}: {probe['message']} {probe['stderr']}".rstrip())
+    return lines
 
 
 def format_report(report: dict) -> str:
@@ -76,6 +133,7 @@ def format_report(report: dict) -> str:
                   f"  output      {lim['output_bytes'] >> 10} KiB", f"  source      {lim['source_bytes'] >> 10} KiB",
                   f"  tmpfs       {lim['tmpfs_bytes'] >> 20} MiB each for /tmp, /var/tmp, /dev/shm"]
     lines.append(f"  pre-forked children: {server.get('prefork', 0)}; uids from {server.get('uid_base', '?')}")
+    lines += format_gpu(report["gpu"], server)
     lines.append("Device modes:")
     for name, state in report["devices"].items():
         lines.append(f"  {name}: {state}")

@@ -19,5 +19,7 @@ def doctor(as_json: bool) -> None:
 
     report = run_doctor(get_settings())
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
-    ok = report["probe"]["status"] == "ok" and not report["server"].get("refuse")
+    gpu_probe = report["gpu"]["probe"]
+    ok = report["probe"]["status"] == "ok" and not report["server"].get("refuse") and (
+        gpu_probe is None or gpu_probe["status"] == "ok")
     sys.exit(0 if ok else 1)

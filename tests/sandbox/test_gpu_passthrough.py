@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
+from app.doctor import doctor, format_report
 from app.runner import BlockingRunner, Job
+from tests.helpers import make_settings
 
 NVIDIA_MAJOR = 195
 BASE_DEVICES = {"null", "zero", "full", "random", "urandom"}
@@ -65,9 +66,8 @@ def fake_dev(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def gpu_sandbox(fake_dev, tmp_path_factory):
     """A runner whose one GPU slot is the fake GPU 0."""
-    settings = Settings(env="test", secret_key="test-secret", sandbox_prefork=1,
-                        database_url=f"sqlite:///{tmp_path_factory.mktemp('gpu') / 'course.db'}",
-                        sandbox_gpu_dev_root=fake_dev, gpu_devices="0")
+    settings = make_settings(tmp_path_factory.mktemp("gpu"), sandbox_prefork=1, sandbox_gpu_dev_root=fake_dev,
+                             gpu_devices="0")
     with BlockingRunner(settings) as runner:
         yield runner
 
@@ -172,3 +172,13 @@ def test_the_devices_cgroup_refuses_another_gpu_even_through_a_path_made_inside_
     with pytest.raises(OSError) as outside:
         os.close(os.open(fake_dev / "nvidia1", os.O_RDWR))
     assert outside.value.errno == 6  # ENXIO
+
+
+def test_doctor_lists_the_slot_and_its_passthrough_probe_opens_its_own_gpu_only(fake_dev, tmp_path):
+    report = doctor(make_settings(tmp_path, sandbox_prefork=0, sandbox_gpu_dev_root=fake_dev, gpu_devices="0"))
+    gpu = report["gpu"]
+    assert gpu["slots"] == ["0"] and len(gpu["gpus"]) == 2 and gpu["devices_cgroup"]
+    seen = gpu["probe"]["inside"]
+    assert (seen["own"], seen["other"]) == ({"nvidia0": "ENXIO"}, {"nvidia1": "ENOENT"})
+    text = format_report(report)
+    assert "passthrough probe: /dev holds nvidia-uvm, nvidia0, nvidiactl" in text and "torch build: 2.13.0" in text

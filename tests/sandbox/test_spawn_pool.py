@@ -14,17 +14,16 @@ import sys
 import pytest
 
 from app import ROOT
-from app.config import Settings
 from app.runner import BlockingRunner, Job, LocalRunner
 from app.sandbox.gpus import GpuConfigError
 from app.sandbox.limits import Limits
+from tests.helpers import make_settings
 
 
 @pytest.fixture(scope="module")
 def spawn_sandbox(tmp_path_factory):
     """A spawn pool whose children start a thread while warming up (a test-only server option), as CUDA does."""
-    settings = Settings(env="test", secret_key="test-secret", sandbox_pool="spawn", sandbox_prefork=1,
-                        database_url=f"sqlite:///{tmp_path_factory.mktemp('spawn') / 'course.db'}")
+    settings = make_settings(tmp_path_factory.mktemp("spawn"), sandbox_pool="spawn", sandbox_prefork=1)
     with BlockingRunner(settings, server_options={"warm_probe_thread": True}) as runner:
         yield runner
 
