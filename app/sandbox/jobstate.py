@@ -54,6 +54,11 @@ class RunningJob:
         self.cpu_base = 0.0  # CPU seconds the child's cgroup had used when the job was handed over
         self.batch: list[list[str]] = []
 
+    def cpu_used(self) -> float | None:
+        """CPU seconds of the job's processes since hand-over (a warm child's warm-up is not the learner's)."""
+        cpu = self.child.cgroup.cpu_seconds()
+        return None if cpu is None else max(0.0, cpu - self.cpu_base)
+
     # ------------------------------------------------------------------ output
     def _emit(self, stream: str, raw: bytes, newline: bool) -> None:
         line = raw.decode("utf-8", errors="replace")

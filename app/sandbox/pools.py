@@ -38,6 +38,34 @@ RELEASE_WARN_S = 30
 MONITOR_TIMEOUT_S = 2.0
 
 
+def make_pools(server, gpu_slots: list, root: bool) -> tuple:
+    """Return (CPU jobs' pool per COURSE_SANDBOX_POOL, the GPU slots' pool or None, why GPU slots cannot be used)."""
+    config = server.config
+    warm = Warm(dev_root=config.get("gpu_dev_root", gpus.HOST_DEV),
+                gpu_memory_bytes=int(config.get("gpu_memory_bytes", 0)),
+                probe_thread=bool(config.get("warm_probe_thread")))
+    if config.get("pool", "prefork") == "spawn":
+        cpu_pool = SpawnPool(server, [None] * max(1, int(config.get("cpu_slots", 1))), warm)
+    else:
+        cpu_pool = PreforkPool(server, server.prefork)
+    if not gpu_slots:
+        return cpu_pool, None, None
+    if not root:
+        return cpu_pool, None, ("GPU slots need the sandbox to run as root (device nodes bound into each job's "
+                                "root, a devices cgroup per job); run the app as root")
+    if "devices" not in (server.cgroups.controllers if server.cgroups else []):
+        log("WARNING: no devices cgroup here: a GPU job's /dev holds only its GPU's nodes, but nothing else "
+            "refuses another GPU's node (cgroup v1's devices controller is needed)")
+    monitor = NvmlMonitor() if warm.dev_root == gpus.HOST_DEV else None
+    return cpu_pool, SpawnPool(server, gpu_slots, warm, monitor), None
+
+
+def note_gpu_pids(proc) -> None:
+    """Remember the pids of a GPU job while it runs: its slot is released once NVML lists none of them."""
+    if proc.warm is not None and proc.warm.gpu is not None and proc.cgroup is not None:
+        proc.pids_seen.update(proc.cgroup.pids())
+
+
 class PreforkPool:
     """Isolate-first children with the default limits, kept `size` at a time."""
 

@@ -29,13 +29,10 @@ from collections import deque
 from app.sandbox import child as childmod
 from app.sandbox import gpus, isolation, pools, protocol, startup
 from app.sandbox.cgroups import CgroupManager
+from app.sandbox.jobqueue import JobQueue
 from app.sandbox.jobstate import RunningJob, limit_message
 from app.sandbox.limits import Limits
 from app.sandbox.startup import log
-from app.sandbox.warm import Warm
-
-# the fork server's staging directory (the mount point of each child's root) in the temp dir: prefix, pid, random
-STAGING_PREFIX = "course-sbx-root-"
 
 # seconds between CPU-time checks of running jobs (the cgroup counts every thread and process of a job)
 CPU_POLL_S = 0.1
@@ -43,7 +40,7 @@ CPU_POLL_S = 0.1
 READ_CHUNK = 1 << 16
 
 
-class ForkServer:
+class ForkServer(JobQueue):
     """The server's state: prepared context, pool of waiting children, running jobs."""
 
     def __init__(self, config: dict, sock) -> None:
@@ -83,8 +80,8 @@ class ForkServer:
         unsafe = bool(self.config.get("unsafe_dev"))
         seccomp_ok, seccomp_why = isolation.seccomp_available()
         self.cgroups = CgroupManager() if root else None
-        remove_stale_staging(tempfile.gettempdir())
-        self.staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-")
+        startup.remove_stale_staging(tempfile.gettempdir())
+        self.staging = tempfile.mkdtemp(prefix=f"{startup.STAGING_PREFIX}{os.getpid()}-")
         os.chmod(self.staging, 0o755)
         plan = isolation.plan_root()
         gpu_slots = [gpus.GpuSlot.from_dict(g) for g in self.config.get("gpu_slots", [])]
@@ -98,32 +95,13 @@ class ForkServer:
         )
         if not root and not userns and not unsafe:
             self.refuse = startup.NEEDS_ROOT
-        self._make_pools(gpu_slots, root)
+        self.base_devices = [gpus.device_numbers(f"/dev/{d}") for d in isolation.DEVICES]
+        self.cpu_pool, self.gpu_pool, self.gpu_refuse = pools.make_pools(self, gpu_slots, root)
         info.update(self._describe(seccomp_why))
         info["warmup_s"] = round(time.monotonic() - started, 3)
         if self.refuse is None:
             self._self_test(info, unsafe)
         self.info = info
-
-    def _make_pools(self, gpu_slots: list, root: bool) -> None:
-        """The CPU jobs' pool (COURSE_SANDBOX_POOL) and, where slots were given, the GPU slots' spawn pool."""
-        warm = Warm(dev_root=self.config.get("gpu_dev_root", gpus.HOST_DEV),
-                    gpu_memory_bytes=int(self.config.get("gpu_memory_bytes", 0)),
-                    probe_thread=bool(self.config.get("warm_probe_thread")))
-        if self.config.get("pool", "prefork") == "spawn":
-            self.cpu_pool = pools.SpawnPool(self, [None] * max(1, int(self.config.get("cpu_slots", 1))), warm)
-        else:
-            self.cpu_pool = pools.PreforkPool(self, self.prefork)
-        self.base_devices = [gpus.device_numbers(f"/dev/{d}") for d in isolation.DEVICES]
-        if gpu_slots and not root:
-            self.gpu_refuse = ("GPU slots need the sandbox to run as root (device nodes bound into each job's "
-                               "root, a devices cgroup per job); run the app as root")
-        elif gpu_slots:
-            monitor = pools.NvmlMonitor() if warm.dev_root == gpus.HOST_DEV else None
-            self.gpu_pool = pools.SpawnPool(self, gpu_slots, warm, monitor)
-            if "devices" not in (self.cgroups.controllers if self.cgroups else []):
-                log("WARNING: no devices cgroup here: a GPU job's /dev holds only its GPU's nodes, but nothing "
-                    "else refuses another GPU's node (cgroup v1's devices controller is needed)")
 
     def _describe(self, seccomp_why: str) -> dict:
         info = startup.describe(self.ctx, self.cgroups, self.config, self.defaults, self.prefork, self.refuse,
@@ -162,89 +140,6 @@ class ForkServer:
         finally:
             self.send = send  # type: ignore[method-assign]
         return results[0]["result"]
-
-    # ------------------------------------------------------------------ children
-    def _new_uid_slot(self) -> int:
-        slot = 0
-        while slot in self.uid_slots:
-            slot += 1
-        self.uid_slots.add(slot)
-        return slot
-
-    def spawn_child(self, limits: Limits, warm: Warm | None = None):
-        """Fork one child (warm: a warm-first one, for the spawn pool) and watch its pipes."""
-        slot = self._new_uid_slot()
-        devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
-        cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
-        proc = childmod.spawn(self.ctx, limits, slot, cgroup, warm)
-        self.children[proc.pid] = proc
-        self.setup_out[proc.pid] = bytearray()
-        for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
-                         (proc.status, "status")):
-            self.sel.register(fd, selectors.EVENT_READ, (kind, proc))
-        proc.job = None
-        proc.ready = False
-        return proc
-
-    def setup_text(self, proc) -> str:
-        """Return what a child printed before it was given a job (its setup failure, if any)."""
-        return bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace").strip()
-
-    def refill_pools(self) -> None:
-        """Prepare the children the pools keep waiting, unless the server refuses to run code or is closing."""
-        if self.refuse is None and not self.closing:
-            for pool in (self.cpu_pool, self.gpu_pool):
-                if pool is not None:
-                    pool.refill()
-
-    def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False) -> None:
-        """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots)."""
-        if gpu and self.gpu_refuse:
-            self._send_error(job_id, self.gpu_refuse)
-            return
-        pool = self.gpu_pool if gpu and self.gpu_pool else self.cpu_pool
-        self.waiting.append((job_id, payload, limits, pool))
-        self.dispatch()
-
-    def dispatch(self) -> None:
-        """Hand each waiting job, oldest first, to a ready child of its pool."""
-        for entry in list(self.waiting):
-            job_id, payload, limits, pool = entry
-            proc = pool.take(limits)
-            if proc is None:
-                continue
-            self.waiting.remove(entry)
-            if isinstance(proc, str):
-                self._send_error(job_id, f"no GPU slot can take jobs: {proc}")
-            else:
-                self._hand_over(proc, job_id, payload, limits)
-
-    def _hand_over(self, proc, job_id: str, payload: dict, limits: Limits) -> None:
-        """Give the child its payload and start the job's wall clock."""
-        if proc.warm is not None:  # made before its job was known: the job's own limits apply from now
-            payload = {**payload, "sandbox_limits": limits.to_dict()}
-            if proc.cgroup is not None and limits != proc.limits:
-                try:
-                    proc.cgroup.set_limits(limits)
-                except OSError as exc:
-                    log(f"could not apply job {job_id}'s limits to its warm child: {exc}")
-            proc.limits = limits
-        job = RunningJob(job_id, proc, self.send)
-        job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
-        proc.job = job
-        self.jobs[job_id] = job
-        data = json.dumps(payload).encode()
-        try:
-            if len(data) > childmod.PAYLOAD_PIPE_BYTES:
-                raise ValueError(f"job payload is {len(data)} bytes; at most {childmod.PAYLOAD_PIPE_BYTES}")
-            os.write(proc.payload, data)
-        except (OSError, ValueError) as exc:  # the child already died in setup: its result says why
-            log(f"could not hand over job {job_id}: {exc}")
-        os.close(proc.payload)
-        proc.payload = None
-
-    def _send_error(self, job_id: str, message: str) -> None:
-        self.send({"op": "done", "id": job_id, "result": startup.refused_result(message)})
 
     def kill(self, job: RunningJob, limit: str | None = None, cancelled: bool = False) -> None:
         """Stop a job now: SIGKILL its processes; the result is sent once they are reaped."""
@@ -354,8 +249,8 @@ class ForkServer:
         job.status = status
         self.drain(proc)
         cg = proc.cgroup
-        self._note_gpu_pids(proc)
-        job.cpu_s = self._job_cpu(job) if cg is not None else getattr(proc, "cpu_s", None)
+        pools.note_gpu_pids(proc)
+        job.cpu_s = job.cpu_used() if cg is not None else getattr(proc, "cpu_s", None)
         setup_error = None
         if not proc.ready:
             setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
@@ -372,26 +267,14 @@ class ForkServer:
         for job in list(self.jobs.values()):
             if job.status is not None or job.killed:
                 continue
-            self._note_gpu_pids(job.child)
+            pools.note_gpu_pids(job.child)
             if now >= job.deadline:
                 self.kill(job, "wall")
             elif job.child.cgroup is not None:
-                cpu = self._job_cpu(job)
+                cpu = job.cpu_used()
                 if cpu is not None and cpu >= job.limits.cpu_s:
                     job.cpu_s = cpu
                     self.kill(job, "cpu")
-
-    @staticmethod
-    def _job_cpu(job: RunningJob) -> float | None:
-        """CPU seconds of the job's processes since hand-over (a warm child's warm-up is not the learner's)."""
-        cpu = job.child.cgroup.cpu_seconds()
-        return None if cpu is None else max(0.0, cpu - job.cpu_base)
-
-    @staticmethod
-    def _note_gpu_pids(proc) -> None:
-        """Remember the pids of a GPU job: its slot is released once NVML lists none of them on the GPU."""
-        if proc.warm is not None and proc.warm.gpu is not None and proc.cgroup is not None:
-            proc.pids_seen.update(proc.cgroup.pids())
 
     def on_control(self, reader: protocol.FrameReader) -> None:
         """Handle frames from the runner."""
@@ -408,17 +291,6 @@ class ForkServer:
                     self.start_job(msg["id"], msg["payload"], limits, gpu=bool(msg.get("gpu")))
             elif msg["op"] == "cancel":
                 self.cancel(msg["id"])
-
-    def cancel(self, job_id: str) -> None:
-        """Stop a running job, or drop one still waiting for a child."""
-        if job_id in self.jobs:
-            self.kill(self.jobs[job_id], cancelled=True)
-            return
-        for entry in list(self.waiting):
-            if entry[0] == job_id:
-                self.waiting.remove(entry)
-                result = {**startup.refused_result("cancelled before it started"), "status": "cancelled"}
-                self.send({"op": "done", "id": job_id, "result": result})
 
     def step(self, timeout: float | None = None) -> None:
         """Prepare and release children, start waiting jobs, then wait for one round of events and handle them."""
@@ -481,28 +353,6 @@ class ForkServer:
         if self.gpu_pool is not None and self.gpu_pool.monitor is not None:
             self.gpu_pool.monitor.close()
         shutil.rmtree(self.staging, ignore_errors=True)
-
-
-def remove_stale_staging(tmpdir: str) -> list[str]:
-    """Remove the staging directories of fork servers that were killed (their pid, in the name, is gone).
-
-    A killed server cannot clean up after itself. Its staging directory is empty in this mount namespace (each
-    child mounts its root there in its own), so `rmdir` is enough, and it refuses anything that is not empty or
-    is a mount point. A directory whose pid is alive belongs to a running server and is left alone."""
-    removed = []
-    try:
-        names = [n for n in os.listdir(tmpdir) if n.startswith(STAGING_PREFIX)]
-    except OSError:
-        return removed
-    for name in names:
-        pid, dash, _ = name[len(STAGING_PREFIX):].partition("-")
-        if dash and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            try:
-                os.rmdir(os.path.join(tmpdir, name))
-                removed.append(name)
-            except OSError:
-                pass
-    return removed
 
 
 def _readable(fd: int) -> bool:

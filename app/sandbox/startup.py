@@ -13,6 +13,10 @@ NEEDS_ROOT = (
 )
 
 
+# the fork server's staging directory (the mount point of each child's root) in the temp dir: prefix, pid, random
+STAGING_PREFIX = "course-sbx-root-"
+
+
 def log(message: str) -> None:
     """Write one line to the fork server's stderr, which the runner passes on to its log."""
     print(f"sandbox-server[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
@@ -82,3 +86,25 @@ def refused_result(message: str) -> dict:
     """Return the result of a job the server refuses to run."""
     return {"status": "error", "exit_code": None, "signal": None, "stdout": "", "stderr": "", "duration_ms": 0,
             "limit_hit": None, "report": None, "message": message}
+
+
+def remove_stale_staging(tmpdir: str) -> list[str]:
+    """Remove the staging directories of fork servers that were killed (their pid, in the name, is gone).
+
+    A killed server cannot clean up after itself. Its staging directory is empty in this mount namespace (each
+    child mounts its root there in its own), so `rmdir` is enough, and it refuses anything that is not empty or
+    is a mount point. A directory whose pid is alive belongs to a running server and is left alone."""
+    removed = []
+    try:
+        names = [n for n in os.listdir(tmpdir) if n.startswith(STAGING_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        pid, dash, _ = name[len(STAGING_PREFIX):].partition("-")
+        if dash and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.rmdir(os.path.join(tmpdir, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.runner import BlockingRunner, Busy, DoneEvent, Job, OutputEvent
-from app.sandbox.server import STAGING_PREFIX
+from app.sandbox.startup import STAGING_PREFIX
 
 
 def test_output_streams_line_by_line_in_order(sandbox):

@@ -1,0 +1,124 @@
+"""The fork server's job queue: jobs wait for a child of their pool, then are handed over; children are forked.
+
+A mixin of ForkServer (server.py), which owns the state these methods use: the pools, the running jobs, the
+selector that watches every child's pipes, the cgroups, the prepared isolation context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+
+from app.sandbox import child as childmod
+from app.sandbox import gpus, startup
+from app.sandbox.jobstate import RunningJob
+from app.sandbox.limits import Limits
+from app.sandbox.startup import log
+from app.sandbox.warm import Warm
+
+
+class JobQueue:
+    """Waiting jobs, children made for them, and the hand-over of a job to a child."""
+
+    def _new_uid_slot(self) -> int:
+        slot = 0
+        while slot in self.uid_slots:
+            slot += 1
+        self.uid_slots.add(slot)
+        return slot
+
+    def spawn_child(self, limits: Limits, warm: Warm | None = None):
+        """Fork one child (warm: a warm-first one, for the spawn pool) and watch its pipes."""
+        if warm is not None and warm.gpu is not None and _cuda_initialised():
+            raise RuntimeError("the fork server has initialised CUDA: its children could not make CUDA contexts")
+        slot = self._new_uid_slot()
+        devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
+        cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
+        proc = childmod.spawn(self.ctx, limits, slot, cgroup, warm)
+        self.children[proc.pid] = proc
+        self.setup_out[proc.pid] = bytearray()
+        for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
+                         (proc.status, "status")):
+            self.sel.register(fd, selectors.EVENT_READ, (kind, proc))
+        proc.job = None
+        proc.ready = False
+        return proc
+
+    def setup_text(self, proc) -> str:
+        """Return what a child printed before it was given a job (its setup failure, if any)."""
+        return bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace").strip()
+
+    def refill_pools(self) -> None:
+        """Prepare the children the pools keep waiting, unless the server refuses to run code or is closing."""
+        if self.refuse is None and not self.closing:
+            for pool in (self.cpu_pool, self.gpu_pool):
+                if pool is not None:
+                    pool.refill()
+
+    def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False) -> None:
+        """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots)."""
+        if gpu and self.gpu_refuse:
+            self._send_error(job_id, self.gpu_refuse)
+            return
+        pool = self.gpu_pool if gpu and self.gpu_pool else self.cpu_pool
+        self.waiting.append((job_id, payload, limits, pool))
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Hand each waiting job, oldest first, to a ready child of its pool."""
+        for entry in list(self.waiting):
+            job_id, payload, limits, pool = entry
+            proc = pool.take(limits)
+            if proc is None:
+                continue
+            self.waiting.remove(entry)
+            if isinstance(proc, str):
+                self._send_error(job_id, f"no GPU slot can take jobs: {proc}")
+            else:
+                self._hand_over(proc, job_id, payload, limits)
+
+    def _hand_over(self, proc, job_id: str, payload: dict, limits: Limits) -> None:
+        """Give the child its payload and start the job's wall clock."""
+        if proc.warm is not None:  # made before its job was known: the job's own limits apply from now
+            payload = {**payload, "sandbox_limits": limits.to_dict()}
+            if proc.cgroup is not None and limits != proc.limits:
+                try:
+                    proc.cgroup.set_limits(limits)
+                except OSError as exc:
+                    log(f"could not apply job {job_id}'s limits to its warm child: {exc}")
+            proc.limits = limits
+        job = RunningJob(job_id, proc, self.send)
+        job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
+        proc.job = job
+        self.jobs[job_id] = job
+        data = json.dumps(payload).encode()
+        try:
+            if len(data) > childmod.PAYLOAD_PIPE_BYTES:
+                raise ValueError(f"job payload is {len(data)} bytes; at most {childmod.PAYLOAD_PIPE_BYTES}")
+            os.write(proc.payload, data)
+        except (OSError, ValueError) as exc:  # the child already died in setup: its result says why
+            log(f"could not hand over job {job_id}: {exc}")
+        os.close(proc.payload)
+        proc.payload = None
+
+    def _send_error(self, job_id: str, message: str) -> None:
+        self.send({"op": "done", "id": job_id, "result": startup.refused_result(message)})
+
+    def cancel(self, job_id: str) -> None:
+        """Stop a running job, or drop one still waiting for a child."""
+        if job_id in self.jobs:
+            self.kill(self.jobs[job_id], cancelled=True)
+            return
+        for entry in list(self.waiting):
+            if entry[0] == job_id:
+                self.waiting.remove(entry)
+                result = {**startup.refused_result("cancelled before it started"), "status": "cancelled"}
+                self.send({"op": "done", "id": job_id, "result": result})
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process made a CUDA context (asking does not make one); the fork server never may."""
+    import torch
+
+    return torch.cuda.is_initialized()
