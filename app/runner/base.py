@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Literal, Protocol, Union
 
 from app.sandbox.limits import Limits
+from app.sandbox.simhost import DEFAULT_HOST, SimulatedHost
 
 Status = Literal["ok", "failed", "limit", "error", "cancelled"]
 LimitHit = Literal["wall", "cpu", "memory", "output", "pids", "source"]
@@ -27,10 +28,12 @@ class Job:
     grade: dict | None = None
     limits: Limits | None = None  # None: the runner's defaults (from Settings)
     gpu: bool = False  # wants a real GPU: runs in a GPU slot where the host has one, else on the simulated GPU
+    host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (simhost.py)
 
     def payload(self) -> dict:
         """Return the dict handed to app.sandbox.harness.main inside the sandbox."""
-        return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade}
+        return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
+                "host": self.host.payload()}
 
 
 @dataclass

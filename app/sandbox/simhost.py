@@ -1,0 +1,78 @@
+"""The host a sandbox job believes it runs on: which torch build, how many GPUs, which card.
+
+On a host without a GPU the harness simulates this host (app/sandbox/harness/, "Devices: three modes" in
+DESIGN.md); on a host where the job really has CUDA, the harness simulates nothing and this description is
+ignored. Both job modes honour it: `course grade` and the site's grading, and plain `course run` jobs.
+
+The default for hosts without a GPU is decided HERE, once: `DEFAULT_HOST`, a CUDA build of torch with one GPU.
+An exercise asks for more GPUs with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any
+host. Lesson code blocks (app/content/runnable.py) never run in the sandbox: they run on the plain CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
+
+Build = Literal["cuda", "macos-arm64", "cpu"]
+BUILDS: tuple[str, ...] = ("cuda", "macos-arm64", "cpu")
+GiB = 1 << 30
+# GPUs one simulated host may have; a DGX node has 8, and a learner's program rarely asks for more
+MAX_GPUS = 8
+
+
+@dataclass(frozen=True)
+class SimulatedHost:
+    """A torch build and the devices it finds (the harness reads the same fields, see harness/host.py)."""
+
+    build: Build = "cuda"  # "cuda": Linux CUDA wheel; "macos-arm64": Apple silicon wheel; "cpu": CPU-only wheel
+    gpus: int = 1  # CUDA GPUs present (0 on a CUDA build: a machine without an NVIDIA driver)
+    gpu_name: str = "NVIDIA H100 80GB HBM3"
+    gpu_memory_bytes: int = 80 * GiB  # what mem_get_info()/get_device_properties() report as the card's total
+    capability: tuple[int, int] = (9, 0)  # compute capability (9.0: Hopper; >= 8.0 supports bfloat16)
+    multiprocessors: int = 132
+    cuda_version: str = "12.8"  # torch.version.cuda of the simulated wheel
+    mps: bool = False  # macOS builds: the Mac's GPU answers torch.backends.mps.is_available()
+
+    def __post_init__(self) -> None:
+        if self.build not in BUILDS:
+            raise ValueError(f"unknown torch build {self.build!r}; one of {', '.join(BUILDS)}")
+        if not 0 <= self.gpus <= MAX_GPUS:
+            raise ValueError(f"gpus must be between 0 and {MAX_GPUS}, not {self.gpus}")
+        if self.build != "cuda" and self.gpus:
+            raise ValueError(f"a {self.build} build of torch sees no CUDA GPUs; use build 'cuda' for {self.gpus}")
+        if self.mps and self.build != "macos-arm64":
+            raise ValueError("only a macOS arm64 build of torch has MPS")
+
+    def payload(self) -> dict:
+        """The JSON-ready form the harness receives in the job's payload."""
+        data = asdict(self)
+        data["capability"] = list(self.capability)
+        return data
+
+    def describe(self) -> str:
+        """One line for logs and the CLI: "CUDA build, 2 x NVIDIA H100 80GB HBM3 (80 GiB)"."""
+        if self.build == "cuda":
+            cards = f"{self.gpus} x {self.gpu_name} ({self.gpu_memory_bytes // GiB} GiB)" if self.gpus else "no GPU"
+            return f"CUDA {self.cuda_version} build, {cards}"
+        if self.build == "macos-arm64":
+            return f"macOS arm64 build, MPS {'available' if self.mps else 'unavailable'}"
+        return "CPU-only build"
+
+    def with_gpus(self, gpus: int) -> "SimulatedHost":
+        """The same host with another number of GPUs."""
+        return replace(self, gpus=gpus)
+
+
+# The simulated host of every job on a host without a GPU, unless an exercise or `course run` asks otherwise.
+DEFAULT_HOST = SimulatedHost()
+# No simulation at all: torch as installed here (a CPU-only build). Benchmarks use it as their baseline.
+PLAIN_CPU = SimulatedHost(build="cpu", gpus=0)
+
+
+def host_for(*, build: str = "cuda", gpus: int | None = None, mps: bool | None = None) -> SimulatedHost:
+    """A host of the given build, otherwise like DEFAULT_HOST (a macOS build has MPS unless mps=False)."""
+    if build == "cuda":
+        return DEFAULT_HOST if gpus is None else DEFAULT_HOST.with_gpus(gpus)
+    return replace(DEFAULT_HOST, build=build, gpus=gpus or 0,
+                   mps=(build == "macos-arm64") if mps is None else mps)
