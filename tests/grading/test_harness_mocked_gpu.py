@@ -1,6 +1,6 @@
 """The harness without the sandbox, in a child interpreter (it patches torch for the whole process).
 
-These tests mock GPUs: the availability scenarios stand in for machines with CUDA and/or Apple's MPS.
+These tests mock GPUs: the simulated builds stand in for machines with CUDA GPUs or Apple's MPS.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from app.config import ROOT
+from app.sandbox.simhost import DEFAULT_HOST
 
 DRIVER = """
 import json, os, sys
@@ -24,22 +25,23 @@ PROBE = """
 def probe(ns, api):
     import torch
     out = {}
-    for cuda in (True, False):
-        for mps in (True, False):
-            with api.scenario(cuda=cuda, mps=mps):
-                acc = torch.accelerator.current_accelerator()
-                out[f"{cuda}-{mps}"] = [torch.cuda.is_available(), torch.cuda.device_count(),
-                                        torch.backends.mps.is_available(), torch.backends.mps.is_built(),
-                                        torch.accelerator.is_available(), None if acc is None else acc.type,
-                                        ns["early"]()]
+    for build, gpus, mps in (("cuda", 2, False), ("cuda", 0, False), ("macos-arm64", 0, True),
+                             ("macos-arm64", 0, False), ("cpu", 0, False)):
+        with api.scenario(build=build, gpus=gpus, mps=mps):
+            acc = torch.accelerator.current_accelerator()
+            checked = torch.accelerator.current_accelerator(check_available=True)
+            out[f"{build}-{gpus}-{mps}"] = [
+                torch.cuda.is_available(), torch.cuda.device_count(), torch.backends.cuda.is_built(),
+                torch.backends.mps.is_available(), torch.backends.mps.is_built(), torch.accelerator.is_available(),
+                None if acc is None else acc.type, None if checked is None else checked.type, ns["early"]()]
     return out
 """
 
 
-def run_harness(code: str, probe: str | None = None) -> tuple[int, str, dict | None]:
+def run_harness(code: str, probe: str | None = None, host=DEFAULT_HOST) -> tuple[int, str, dict | None]:
     """Run harness.main(grade mode) in a fresh interpreter; return (exit code, stderr, report)."""
     read, write = os.pipe()
-    payload = {"code": code, "filename": "main.py", "mode": "grade",
+    payload = {"code": code, "filename": "main.py", "mode": "grade", "host": host.payload(),
                "grade": {"exercise": "t", "probe": probe, "nonce": "n0"}}
     with subprocess.Popen([sys.executable, "-c", DRIVER, str(write)], cwd=ROOT, pass_fds=(write,),
                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
@@ -53,15 +55,19 @@ def run_harness(code: str, probe: str | None = None) -> tuple[int, str, dict | N
     return proc.returncode, err, json.loads(data) if data else None
 
 
-def test_mocked_gpu_availability_apis_agree_in_every_scenario():
+def test_mocked_gpu_builds_answer_as_torch_documents_them():
+    """torch's own availability functions answer for the simulated build: a CUDA build names CUDA as its
+    accelerator even without a GPU (unless check_available=True), a macOS arm64 build is always built for MPS."""
     code = "import torch\nfrom torch.cuda import is_available as early\n"
     rc, err, report = run_harness(code, PROBE)
     assert rc == 0, err
     answers = report["probe"]
-    assert answers["True-True"] == [True, 1, True, True, True, "cuda", True]
-    assert answers["True-False"] == [True, 1, False, False, True, "cuda", True]
-    assert answers["False-True"] == [False, 0, True, True, True, "mps", False]
-    assert answers["False-False"] == [False, 0, False, False, False, None, False]
+    #                                 cuda avail, count, cuda built, mps avail, mps built, acc avail, acc, checked
+    assert answers["cuda-2-False"] == [True, 2, True, False, False, True, "cuda", "cuda", True]
+    assert answers["cuda-0-False"] == [False, 0, True, False, False, False, "cuda", None, False]
+    assert answers["macos-arm64-0-True"] == [False, 0, False, True, True, True, "mps", "mps", False]
+    assert answers["macos-arm64-0-False"] == [False, 0, False, False, True, False, "mps", None, False]
+    assert answers["cpu-0-False"] == [False, 0, False, False, False, False, None, None, False]
 
 
 def test_mocked_gpu_tensor_reports_cuda_and_refuses_numpy():

@@ -15,9 +15,10 @@ from app.sandbox.harness import wording
 CUDA = "cuda:0"
 
 
-def _word(func, args, on_accel, kwargs=None):
-    ids = {id(t) for t in on_accel}
-    return wording.mismatch_message(func, args, kwargs or {}, lambda t: id(t) in ids, CUDA)
+def _word(func, args, on_accel, kwargs=None, devices=None):
+    """torch's words for func(*args) with the tensors in on_accel on cuda:0 (or on devices[id(t)])."""
+    placed = {id(t): CUDA for t in on_accel} | (devices or {})
+    return wording.mismatch_message(func, args, kwargs or {}, lambda t: placed.get(id(t), "cpu"))
 
 
 def test_simulated_gpu_linear_with_host_input_words_addmm():

@@ -4,31 +4,39 @@
 package before forking, so the child never needs to read project files (which its mount namespace hides).
 
     grade.py         grading mode: run the learner's file under the tracer, then the exercise's probe; one report
+    session.py       one job's simulated host, wired together (both modes)
+    host.py          the simulated host as the payload describes it (build, GPUs, card)
+    builds.py        the torch build the program believes in: flags, torch.device(0), probe scenarios
+    devices.py       which GPUs exist, which are visible (CUDA_VISIBLE_DEVICES), which is current
+    cuda_runtime.py  torch._C's CUDA entry points, simulated: device selection, properties, memory stats
+    streams.py       torch.cuda.Stream / Event on simulated GPUs
+    memory.py        per-GPU memory counted from the simulated tensors' storage
     placement.py     the tracer (a TorchFunctionMode plus module, optimizer and DataLoader hooks)
-    simulation.py    logical device labels: a CUDA GPU on a host without one
-    availability.py  what torch.cuda / torch.backends.mps / torch.accelerator say is available
+    simulation.py    logical device labels: GPUs on a host without one
+    autocast.py      torch.autocast("cuda") casts for simulated GPU tensors
+    checkpoints.py   torch.save / torch.load (map_location) of simulated GPU tensors
     wording.py       torch 2.13's own words for a device mismatch (from cuda_device_checks.json)
+    messages.py      torch's other error texts, and the line for what is not simulated
 """
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
-import traceback
 
 # Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
 from app.sandbox.harness import grade as _grade
+from app.sandbox.harness import session as _session
 from app.sandbox.harness import wording as _wording
+from app.sandbox.harness.host import Host
 
 _wording.warm_up()
 
 
 def _print_learner_traceback(exc: BaseException, filename: str) -> None:
     """Print a traceback that starts at the learner's own file: the sandbox's frames are noise to them."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
-        tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    sys.stderr.write(_grade.format_learner_traceback(exc, filename))
 
 
 def run_plain(code: str, filename: str) -> int:
@@ -60,7 +68,11 @@ def main(payload: dict, report_fd: int | None) -> int:
     filename = payload.get("filename", "main.py")
     if report_fd is not None:
         os.close(report_fd)  # plain runs report nothing beyond their output
-    status = run_plain(payload["code"], filename)
+    code = payload["code"]
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    if Host.from_payload(payload.get("host")).simulated:
+        _session.prepare(payload, filename, grading=False)  # the simulated host; nothing is reported
+    status = run_plain(code, filename)
     sys.stdout.flush()
     sys.stderr.flush()
     return status

@@ -1,9 +1,15 @@
-"""Which accelerators the learner's code believes exist.
+"""Which torch build the learner's program believes it runs on, and which devices that build finds.
 
-On a CPU-only host the harness says CUDA is there (the grader simulates it, see placement.py). For
-`pick-device`, a probe asks again under each scenario (CUDA yes/no x MPS yes/no). Every availability function
-torch offers is replaced ONCE, before the learner's code runs, by a function that reads the current scenario;
-so `from torch.cuda import is_available`, the classic one-liner and the `torch.accelerator` API all agree.
+A build is more than "is there a GPU": the Linux CUDA wheel knows CUDA even on a machine without an NVIDIA
+driver (`torch.accelerator.current_accelerator()` is `cuda`, `is_available()` is False), the macOS arm64 wheel
+knows MPS whatever the hardware (`torch.backends.mps.is_built()` is True), and the CPU-only wheel knows neither.
+The installed wheel here is CPU-only, so this module makes torch's own functions answer for the simulated
+build: it sets the build flags torch's Python reads (`torch._C._has_cuda`, `_has_mps`, the accelerator torch
+was compiled for, `torch.version.cuda`), installs the CUDA runtime of a CUDA build (cuda_runtime.py), and lets
+`torch.device(0)` name the build's accelerator. torch.cuda.is_available(), torch.accelerator.*,
+torch.backends.mps.* and friends are torch's own code, so `from torch.cuda import is_available` agrees too.
+
+A probe may ask "and on another machine?": `scenario(host)` switches build and devices for a while.
 """
 
 from __future__ import annotations
@@ -12,97 +18,107 @@ from contextlib import contextmanager
 
 import torch
 
-SIMULATED_GPU_NAME = "NVIDIA GPU (simulated on CPU by the course grader)"
+from app.sandbox.harness.cuda_runtime import CudaRuntime, Patches
+from app.sandbox.harness.devices import Devices
+from app.sandbox.harness.host import Host
+
+_REAL_DEVICE = torch._C.device
+# torch functions a learner might replace to fool the grader; compared with the originals after the run
+WATCHED_FUNCTIONS = [("torch.cuda", "is_available"), ("torch.cuda", "device_count"),
+                     ("torch.backends.mps", "is_available"), ("torch.backends.mps", "is_built"),
+                     ("torch.mps", "is_available"), ("torch.accelerator", "is_available"),
+                     ("torch.accelerator", "current_accelerator"), ("torch.accelerator", "device_count")]
+_MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, "torch.mps": torch.mps,
+            "torch.accelerator": torch.accelerator}
 
 
-class _SimulatedStream:
-    """The stream a simulated GPU hands out: work is done the moment it is queued, nothing is ever captured."""
+class _DeviceType(type):
+    """A stand-in for the `torch.device` class whose calls accept an ordinal as a real build does.
 
-    def is_capturing(self) -> bool:
-        return False
+    `torch.device(0)` asks the C++ core for the build's accelerator; the CPU-only wheel has none and refuses, so
+    calls with one int are answered here. Everything else, and every instance, is the real torch.device:
+    isinstance() and pickling work as before.
+    """
 
-    def synchronize(self) -> None:
-        return None
+    builds: "Availability | None" = None
 
-    def query(self) -> bool:
-        return True
+    def __call__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], int) and not isinstance(args[0], bool):
+            accelerator = cls.builds.devices.host.accelerator if cls.builds else None
+            if accelerator:
+                return _REAL_DEVICE(accelerator, args[0])
+        return _REAL_DEVICE(*args, **kwargs)
 
-    def wait_stream(self, stream) -> None:
-        return None
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _REAL_DEVICE)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return sub is cls or issubclass(sub, _REAL_DEVICE)
+
+    def __getattr__(cls, name):
+        return getattr(_REAL_DEVICE, name)
+
+
+class device(metaclass=_DeviceType):  # noqa: N801 - it stands in for torch.device
+    """torch.device (see _DeviceType)."""
+
+    __module__ = "torch"
 
 
 class Availability:
-    """The current scenario and the fake availability functions that report it."""
+    """The simulated build: its flags, its CUDA runtime, and the scenario switches a probe may make.
 
-    def __init__(self, *, simulated: bool):
-        self.simulated = simulated  # True: no real CUDA here, so CUDA-only helpers are faked too
-        self.cuda = True
-        self.mps = False
-        self.fakes: dict[str, object] = {}
+    simulated=False (the job really has CUDA): nothing is changed, except inside a probe's scenario.
+    """
 
-    def _accelerator(self) -> torch.device | None:
-        if self.cuda:
-            return torch.device("cuda")
-        return torch.device("mps") if self.mps else None
+    def __init__(self, devices: Devices, runtime: CudaRuntime, *, simulated: bool = True):
+        self.devices, self.runtime, self.simulated = devices, runtime, simulated
+        self.patches = Patches()
+        self.originals = {f"{m}.{n}": getattr(_MODULES[m], n) for m, n in WATCHED_FUNCTIONS}
 
     def install(self) -> None:
-        """Replace torch's availability functions with ones that answer from the scenario."""
-        real_count = torch.cuda.device_count if not self.simulated else None
+        """Make torch answer for the simulated build (once, before the learner's code runs)."""
+        if not self.simulated:
+            return
+        _DeviceType.builds = self
+        torch.device = device
+        self._apply_build()
 
-        def cuda_count() -> int:
-            return (real_count() if real_count else 1) if self.cuda else 0
+    def accelerator(self) -> torch.device | None:
+        """What the C++ core says the build was compiled for (torch.accelerator.current_accelerator)."""
+        kind = self.devices.host.accelerator
+        return _REAL_DEVICE(kind) if kind else None
 
-        def current_accelerator(check_available: bool = False) -> torch.device | None:
-            return self._accelerator()
-
-        fakes = {
-            (torch.cuda, "is_available"): lambda: self.cuda,
-            (torch.cuda, "device_count"): cuda_count,
-            (torch.backends.mps, "is_available"): lambda: self.mps,
-            (torch.backends.mps, "is_built"): lambda: self.mps,
-            (torch.mps, "is_available"): lambda: self.mps,
-            (torch.mps, "device_count"): lambda: int(self.mps),
-            (torch.accelerator, "is_available"): lambda: self._accelerator() is not None,
-            (torch.accelerator, "current_accelerator"): current_accelerator,
-            (torch.accelerator, "device_count"): lambda: 1 if self._accelerator() is not None else 0,
-        }
-        if self.simulated:  # CUDA helpers that would raise "Torch not compiled with CUDA enabled"
-            fakes.update({
-                (torch.cuda, "current_device"): lambda: 0,
-                (torch.cuda, "get_device_name"): lambda device=None: SIMULATED_GPU_NAME,
-                (torch.cuda, "get_device_capability"): lambda device=None: (9, 0),
-                (torch.cuda, "synchronize"): lambda device=None: None,
-                (torch.cuda, "empty_cache"): lambda: None,
-                (torch.cuda, "memory_allocated"): lambda device=None: 0,
-                (torch.cuda, "set_device"): lambda device: None,
-                (torch.accelerator, "current_device_index"): lambda: 0,
-                (torch.accelerator, "synchronize"): lambda device=None: None,
-                # optimizers ask whether a CUDA graph is being captured (Optimizer._accelerator_graph_capture_...)
-                (torch.accelerator, "current_stream"): lambda device=None: _SimulatedStream(),
-                (torch.cuda, "current_stream"): lambda device=None: _SimulatedStream(),
-                (torch.cuda, "is_current_stream_capturing"): lambda: False,
-            })
-        for (module, name), fake in fakes.items():
-            setattr(module, name, fake)
-            self.fakes[f"{module.__name__}.{name}"] = fake
+    def _apply_build(self) -> None:
+        """Set torch's build flags (and a CUDA build's runtime) for the current host."""
+        self.patches.restore()
+        host, patches = self.devices.host, self.patches
+        if host.build == "cuda":
+            self.runtime.install(patches)
+        patches.set(torch._C, "_accelerator_getAccelerator", self.accelerator)
+        patches.set(torch._C, "_has_mps", host.build == "macos-arm64")
+        patches.set(torch._C, "_mps_is_available", lambda: self.devices.host.mps)
+        # torch.cuda remembers whether CUDA was initialised and how many GPUs it found: per build
+        patches.set(torch.cuda, "_initialized", host.build == "cuda" and self.devices.initialized)
+        patches.set(torch.cuda, "_cached_device_count", None)
+        for cached in (torch.backends.mps.is_available, torch.cuda._check_bf16_tensor_supported):
+            cached.cache_clear()  # lru-cached answers of the previous build
 
     def tampered(self) -> list[str]:
-        """Names of availability functions the learner's code replaced."""
-        out = []
-        for dotted, fake in self.fakes.items():
-            module_name, name = dotted.rsplit(".", 1)
-            module = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, "torch.mps": torch.mps,
-                      "torch.accelerator": torch.accelerator}.get(module_name)
-            if module is not None and getattr(module, name, None) is not fake:
-                out.append(dotted)
-        return out
+        """Names of torch's availability functions the learner's code replaced."""
+        return [name for name, fn in self.originals.items()
+                if getattr(_MODULES[name.rsplit(".", 1)[0]], name.rsplit(".", 1)[1], None) is not fn]
 
     @contextmanager
-    def scenario(self, *, cuda: bool, mps: bool):
-        """Pretend, for the duration, that CUDA and MPS are (not) available."""
-        saved = (self.cuda, self.mps)
-        self.cuda, self.mps = cuda, mps
+    def scenario(self, host: Host):
+        """Pretend, for the duration, to be another build with other devices."""
+        initialized, generators = torch.cuda._initialized, torch.cuda.default_generators
         try:
-            yield
+            with self.devices.scenario(host):
+                self._apply_build()
+                yield
         finally:
-            self.cuda, self.mps = saved
+            self.patches.restore()
+            if self.simulated:
+                self._apply_build()
+            torch.cuda._initialized, torch.cuda.default_generators = initialized, generators

@@ -18,7 +18,9 @@ from contextlib import contextmanager
 
 import torch
 
-from app.sandbox.harness import availability, placement
+from app.sandbox.harness import placement, session
+from app.sandbox.harness.builds import Availability
+from app.sandbox.harness.host import Host
 
 _TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
 # bytes; the fork server drops reports past 4 MiB, so stay well under it
@@ -29,8 +31,16 @@ def describe_exception(exc: BaseException, filename: str) -> dict:
     """The learner-facing facts of an exception: type, message, learner lines, a traceback without our frames."""
     frames = [fs for fs in traceback.extract_tb(exc.__traceback__)]
     lines = [fs.lineno for fs in frames if fs.filename == filename]
+    if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
+        lines.append(exc.lineno)  # compile() failed: no frame of the learner's file ran
     return {"type": type(exc).__name__, "message": str(exc), "lines": lines,
             "line": lines[-1] if lines else None, "traceback": format_learner_traceback(exc, filename)}
+
+
+def exit_line(exc: SystemExit, filename: str) -> int | None:
+    """The learner's line that called sys.exit()."""
+    lines = [fs.lineno for fs in traceback.extract_tb(exc.__traceback__) if fs.filename == filename]
+    return lines[-1] if lines else None
 
 
 def format_learner_traceback(exc: BaseException, filename: str) -> str:
@@ -51,10 +61,11 @@ def format_learner_traceback(exc: BaseException, filename: str) -> str:
 class ProbeAPI:
     """What an exercise's probe may use to question the learner's code (see exercises/*/probe.py)."""
 
-    def __init__(self, tracer: placement.Tracer, avail: availability.Availability, filename: str):
+    def __init__(self, tracer: placement.Tracer, avail: Availability, filename: str):
         self.tracer, self.availability, self.filename = tracer, avail, filename
         self.accelerator = tracer.accelerator
         self.simulated = tracer.simulated
+        self.host = avail.devices.host
 
     def device_of(self, t: torch.Tensor) -> str:
         """Where t lives, as the learner's code sees it (e.g. "cuda:0")."""
@@ -64,9 +75,16 @@ class ProbeAPI:
         """True when t lives on the accelerator."""
         return self.tracer.on_accelerator(t)
 
-    def scenario(self, *, cuda: bool, mps: bool):
-        """Context manager: pretend CUDA / MPS are (not) available."""
-        return self.availability.scenario(cuda=cuda, mps=mps)
+    def scenario(self, *, build: str = "cuda", gpus: int = 1, mps: bool = False):
+        """Context manager: pretend to be another torch build ("cuda", "macos-arm64", "cpu") with other devices."""
+        return self.availability.scenario(Host(**{**self.host.__dict__, "build": build,
+                                                  "gpus": gpus if build == "cuda" else 0, "mps": mps}))
+
+    def sync_count(self) -> int:
+        """How often the host has waited for the GPU so far (synchronize() calls and blocking copies)."""
+        from app.sandbox.harness.streams import CLOCK
+
+        return CLOCK.count
 
     def host_copy(self, t: torch.Tensor) -> torch.Tensor:
         """A detached host copy of t for comparing values (never recorded as the learner's move)."""
@@ -106,7 +124,7 @@ def _run_learner(code: str, filename: str, namespace: dict) -> dict:
         exec(compile(code, filename, "exec"), namespace)
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        outcome.update(system_exit=True, exit_code=status)
+        outcome.update(system_exit=True, exit_code=status, exit_line=exit_line(exc, filename))
     except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
         outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
         sys.stderr.write(outcome["exception"]["traceback"])
@@ -154,12 +172,9 @@ def run_grade(payload: dict, report_fd: int | None) -> int:
     filename = payload.get("filename") or "main.py"
     code = payload["code"]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    real_cuda = torch.cuda.is_available()  # in the child only: touching CUDA in the fork server poisons fork
-    avail = availability.Availability(simulated=not real_cuda)
-    avail.install()
-    tracer = placement.Tracer(filename, simulated=not real_cuda)
     originals = {"Tensor.to": torch.Tensor.to, "Module.to": None}
-    tracer.install()
+    job = session.prepare(payload, filename, grading=True)
+    tracer, avail = job.tracer, job.availability
     originals["Module.to"] = torch.nn.Module.to
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
     outcome = _run_learner(code, filename, namespace)
@@ -172,10 +187,9 @@ def run_grade(payload: dict, report_fd: int | None) -> int:
         sys.stderr.flush()
     tampered = avail.tampered() + [name for name, fn in originals.items()
                                    if fn is not None and fn is not _current(name)]
-    device = tracer.accelerator if not real_cuda else f"{tracer.accelerator} ({torch.cuda.get_device_name(0)})"
     _write_report(report_fd, {
-        "nonce": nonce, "exercise": grade.get("exercise"), "simulated": not real_cuda,
-        "device": device + (" (simulated on CPU)" if not real_cuda else ""), "accelerator": tracer.accelerator,
+        "nonce": nonce, "exercise": grade.get("exercise"), "simulated": job.simulated,
+        "device": job.device_line(), "accelerator": tracer.accelerator, "host": payload.get("host"),
         "outcome": outcome, "probe": probe, "probe_error": probe_error, "tampered": tampered,
         "trace": tracer.report()})
     return int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1

@@ -5,8 +5,8 @@ One TorchFunctionMode sees every torch call made from Python. It
 * records facts for the grader: moves (`.to`/`.cuda`/`.cpu`), host reads (`.item()`, `.tolist()`, `.numpy()`,
   printing a tensor), `backward()` with the loss value, loss-function calls, mismatches; each with the learner's
   line and the learner's variable names for the tensors involved;
-* on a CPU-only host, simulates the accelerator with logical device labels (simulation.py); on a host with
-  CUDA nothing is simulated: tensors really live on the GPU and torch raises its own errors.
+* on a CPU-only host, simulates the GPUs of the simulated host with logical device labels (simulation.py); on a
+  host with CUDA nothing is simulated: tensors really live on the GPU and torch raises its own errors.
 
 Module forward pre-hooks, a DataLoader iterator patch, Module.to wrappers and optimizer step hooks add the
 facts a training loop is graded on.
@@ -15,6 +15,7 @@ facts a training loop is graded on.
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import sys
 
@@ -25,7 +26,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.data import TensorDataset, dataloader
 
 from app.sandbox.harness import wording
-from app.sandbox.harness.simulation import MIXING_ALLOWED, Simulation, normalise, tensors_in
+from app.sandbox.harness.devices import Devices
+from app.sandbox.harness.memory import Memory
+from app.sandbox.harness.simulation import Simulation, tensors_in
 
 HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
 # frames that are torch's own torch-function plumbing (between the learner's call and this mode)
@@ -48,15 +51,17 @@ _LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l
 # tensor properties that answer from, or carry, a device label
 _LABELLED_PROPERTIES = {"device", "is_cuda", "is_mps", "is_cpu", "grad", "data", "T", "mT", "H", "mH", "real", "imag"}
 # calls the tracer must always see, labelled inputs or not
-_WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward", "pin_memory"}
+_WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
 
 
 class Tracer(Simulation):
     """All placement facts of one job, and the switches that install the tracing."""
 
-    def __init__(self, learner_file: str, *, simulated: bool, accelerator: str = "cuda:0"):
+    def __init__(self, learner_file: str, *, simulated: bool, devices: Devices, memory: Memory | None = None,
+                 accelerator: str = "cuda:0"):
         self.learner_file = learner_file
-        self.simulated = simulated  # True: the accelerator is a label on host tensors (CPU-only host)
+        self.simulated = simulated  # True: the GPUs are labels on host tensors (a host without CUDA)
+        self.devices, self.memory = devices, memory or Memory()
         self.accelerator = accelerator
         self.events: dict[str, list] = {}
         self.counts: dict[str, int] = {}
@@ -136,7 +141,7 @@ class Tracer(Simulation):
         self._patch_dataloader()
         self._patch_module_moves()
         if self.simulated:
-            self._patch_parameter()
+            self.install_simulation()
         self.mode = PlacementMode(self)
         self.mode.__enter__()
 
@@ -171,6 +176,8 @@ class Tracer(Simulation):
         for name, orig in _ORIG_MODULE.items():
             def move(module, *args, _orig=orig, _name=name, **kwargs):
                 frame = tracer.learner_frame(direct=True)
+                if tracer.simulated and _name == "to":  # `model.to(0)`: the C++ parser would ask for a real GPU
+                    args, kwargs = tracer.ordinals_named(args, kwargs)
                 out = _orig(module, *args, **kwargs)
                 if frame is not None:
                     devices = sorted({tracer.device_of(p) for p in module.parameters()})
@@ -228,32 +235,58 @@ class Tracer(Simulation):
         out = func(*args)
         if self.simulated and isinstance(t, torch.Tensor):
             if setting and attr in ("data", "grad") and isinstance(args[1], torch.Tensor):
-                self._label(t, args[1].__dict__.get("_pt_dev"))
+                if attr == "data":
+                    self.set_label(t, args[1].__dict__.get("_pt_dev"))
             elif not setting and isinstance(out, torch.Tensor) and out is not t and t.__dict__.get("_pt_dev"):
-                if attr in ("grad", "data", "T", "mT", "H", "mH", "real", "imag"):
-                    self._label(out, t._pt_dev)
+                if attr in ("grad", "data", "T", "mT", "H", "mH", "real", "imag") and "_pt_dev" not in out.__dict__:
+                    self.set_label(out, t._pt_dev)
         return out
 
     def on_call(self, func, name: str, args, kwargs):
-        """One torch call: simulate the accelerator where needed, run it, propagate labels, record facts."""
+        """One torch call: simulate the GPUs where needed, run it, propagate labels, record facts."""
         frame = self.learner_frame(direct=True)
         if frame is not None:
             self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in tensors_in((args, kwargs))[:4]))
-        if self.simulated:
-            if name in _MOVES and args and isinstance(args[0], torch.Tensor):
-                return self._move(func, name, args, kwargs)
-            if name == "pin_memory" and args:  # no pinned memory without a real GPU; a no-op keeps loaders working
-                return args[0]
-            if name in ("numpy", "__array__") and args and isinstance(args[0], torch.Tensor):
-                self._refuse_numpy(name, args[0], kwargs)
-            target = kwargs.get("device")
-            if target is not None and name not in MIXING_ALLOWED:
-                return self._factory(func, name, args, kwargs, normalise(target))
-            self._check_mixing(func, name, args, kwargs)
-        out = self.run_recording_mismatch(func, name, args, kwargs)
+        if self.simulated and name == "backward":
+            out = self._traced_backward(func, args, kwargs)
+        elif self.simulated:
+            out = self.simulate(func, name, args, kwargs)
+            if out is not NotImplemented:
+                return out
+            out = self.run_simulated(func, name, args, kwargs)
+        else:
+            out = self.run_recording_mismatch(func, name, args, kwargs)
         self._propagate(name, args, kwargs, out)
         self._observe(name, args, kwargs, out)
         return out
+
+    def _traced_backward(self, func, args, kwargs):
+        """Run backward with the mode back on, so Python code inside it (custom autograd Functions, hooks) is
+        traced like the forward pass. torch.autograd.backward's own steps, up to the engine, which never
+        dispatches to a mode (calling backward itself again would only come back here)."""
+        from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+        from torch.autograd.graph import _engine_run_backward
+
+        bound = inspect.signature(func).bind(*args, **kwargs).arguments
+        tensors = bound.get("self", bound.get("tensors"))
+        tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+        inputs = bound.get("inputs")
+        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs) if inputs is not None else ()
+        create_graph = bool(bound.get("create_graph", False))
+        retain_graph = bound.get("retain_graph")
+        with self.mode:
+            grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(
+                bound.get("gradient", bound.get("grad_tensors")), len(tensors)), is_grads_batched=False)
+            _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
+                                 create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
+        return None
+
+    def ordinals_named(self, args, kwargs):
+        """`model.to(0)` and `device=0`: name the ordinal's device, as torch does on a build with an accelerator."""
+        args = tuple(self.devices.label(a) if type(a) is int else a for a in args)
+        if type(kwargs.get("device")) is int:
+            kwargs = {**kwargs, "device": self.devices.label(kwargs["device"])}
+        return args, kwargs
 
     def run_recording_mismatch(self, func, name, args, kwargs):
         """Run func; record torch's own device-mismatch error (real GPUs raise it themselves) and re-raise."""
@@ -278,13 +311,13 @@ class Tracer(Simulation):
             if id(t) in in_ids:  # in-place or returned-self: the tensor keeps its own place
                 continue
             if self.simulated and label:
-                t._pt_dev = label
+                self.set_label(t, label)
             if batch is not None:
                 t._pt_batch, t._pt_moved = batch._pt_batch, bool(batch.__dict__.get("_pt_moved"))
             if loss and t.dim() == 0:
                 t._pt_loss = True
 
-    def _observe(self, name, args, kwargs, out, move=None) -> None:
+    def _observe(self, name, args, kwargs, out, move=None, non_blocking=False) -> None:
         """Record the facts the grader reads: moves, host reads, backward, losses."""
         if name in _LOSS_FUNCTIONS:
             frame = self.learner_frame()
@@ -305,7 +338,7 @@ class Tracer(Simulation):
         fact = dict(line=frame.f_lineno, op=name, **self.describe(src, frame),
                     requires_grad=bool(src.requires_grad), grad_fn=src.grad_fn is not None)
         if move is not None:
-            self.record("move", src_device=move[0], dst_device=move[1], **fact)
+            self.record("move", src_device=move[0], dst_device=move[1], non_blocking=bool(non_blocking), **fact)
         elif name == "backward":
             value = float(src.detach().reshape(-1)[0]) if src.numel() else float("nan")
             (self.losses if len(self.losses) < LOSS_VALUES_HEAD else self.losses_tail).append(value)
@@ -340,7 +373,7 @@ class PlacementMode(TorchFunctionMode):
                 if descriptor.__name__ not in _LABELLED_PROPERTIES:  # dtype, shape, requires_grad ...
                     return func(*args)
                 return self.tracer.on_property(func, descriptor.__name__, args)
-        if name not in _WATCHED and "device" not in kwargs and not _marked(args):
+        if name not in _WATCHED and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
             if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":

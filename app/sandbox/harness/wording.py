@@ -1,10 +1,11 @@
 """The exact words torch 2.13 on a CUDA machine uses when one op meets tensors on two devices.
 
-On a CPU-only host the accelerator is simulated, so torch itself never raises; this module finds the ATen op a
-GPU would have failed in, and words the error the way that op's generated CUDA wrapper or TensorIterator does.
-How: rerun the call with every accelerator tensor replaced by a shapeless-cost `meta` tensor under a
-TorchDispatchMode that stops at the first ATen op mixing meta (accelerator) and host tensors. The op's name
-indexes `cuda_device_checks.json`, generated from torch's own native_functions.yaml (see gen_cuda_checks.py).
+On a CPU-only host the GPUs are simulated, so torch itself never raises; this module finds the ATen op a GPU
+would have failed in, and words the error the way that op's generated CUDA wrapper or TensorIterator does.
+How: rerun the call with every simulated GPU tensor replaced by a shapeless-cost `meta` tensor that remembers
+its GPU (cuda:0, cuda:1 ...), under a TorchDispatchMode that stops at the first ATen op whose tensors sit on
+two devices: a GPU and the host (0-dim host tensors excepted, as on CUDA), or two GPUs. The op's name indexes
+`cuda_device_checks.json`, generated from torch's own native_functions.yaml (see gen_cuda_checks.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def _overload_name(func) -> str:
 
 def _is_host_scalar(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and t.dim() == 0
+
+
+def _meta_label(t: torch.Tensor, default: str) -> str:
+    return t.__dict__.get("_pt_meta", default) if t.device.type == "meta" else str(t.device)
 
 
 def _named_tensors(func, args, kwargs) -> list[tuple[str, torch.Tensor]]:
@@ -99,6 +104,12 @@ def _convolution_message(named, dev) -> str:
         return f"torch.{'cuda.' if dev(t) != 'cpu' else ''}{base}"
 
     inp, weight = tensors.get("input"), tensors.get("weight")
+    if inp is not None and weight is not None and "cpu" not in (dev(inp), dev(weight)) \
+            and dev(inp) != dev(weight):  # two GPUs: aten/src/ATen/TensorUtils.cpp checkSameGPU, from cuDNN
+        index = lambda t: dev(t).rsplit(":", 1)[-1]  # noqa: E731
+        return (f"Expected tensor for argument #1 'input' to have the same device as tensor for argument #2 "
+                f"'weight'; but device {index(inp)} does not equal {index(weight)} (while checking arguments for "
+                "cudnn_convolution)")
     if inp is not None and weight is not None and dev(inp) != dev(weight):
         return f"Input type ({type_name(inp)}) and weight type ({type_name(weight)}) should be the same"
     bias = tensors.get("bias")
@@ -106,25 +117,30 @@ def _convolution_message(named, dev) -> str:
 
 
 class _FirstMixedOp(TorchDispatchMode):
-    """Run ops that stay on one side; stop at the first op that mixes accelerator (meta) and host tensors."""
+    """Run ops that stay on one device; stop at the first op whose tensors sit on two (meta = a simulated GPU)."""
 
     def __init__(self, accelerator: str):
         super().__init__()
-        self.accelerator = accelerator
+        self.accelerator = accelerator  # the GPU of meta tensors made inside composite ops
 
     def _dev(self, t: torch.Tensor) -> str:
-        return self.accelerator if t.device.type == "meta" else str(t.device)
+        return _meta_label(t, self.accelerator)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        on_accel = any(t.device.type == "meta" for t in flat)
-        on_host = any(t.device.type != "meta" and not _is_host_scalar(t) for t in flat)
-        if on_accel and on_host:
+        devices = {self._dev(t) for t in flat if not _is_host_scalar(t)}
+        if len(devices) > 1:
             op = _overload_name(func)
             if op not in _MIXING_ALLOWED:
                 raise _Found(self.word(func, op, args, kwargs))
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        label = next((t.__dict__["_pt_meta"] for t in flat if "_pt_meta" in t.__dict__), None)
+        if label:  # results stay on the GPU of their inputs
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and t.device.type == "meta":
+                    t._pt_meta = label
+        return out
 
     def word(self, func, op, args, kwargs) -> str:
         named = _named_tensors(func, args, kwargs)
@@ -152,24 +168,32 @@ def generic(named, dev) -> str:
     return f"{SAME_DEVICE_PREFIX}, but found at least two devices, {first} and {other}!"
 
 
-def _to_meta(t: torch.Tensor) -> torch.Tensor:
+def _to_meta(t: torch.Tensor, label: str) -> torch.Tensor:
     meta = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
-    return meta.requires_grad_(t.requires_grad) if t.is_floating_point() or t.is_complex() else meta
+    meta = meta.requires_grad_(t.requires_grad) if t.is_floating_point() or t.is_complex() else meta
+    meta._pt_meta = label
+    return meta
 
 
-def mismatch_message(func, args, kwargs, on_accelerator, accelerator: str) -> str | None:
-    """Return torch's wording of the device mismatch func(*args) hits on a GPU, or None when a GPU runs it fine."""
-    swap = lambda x: _to_meta(x) if isinstance(x, torch.Tensor) and on_accelerator(x) else x  # noqa: E731
+def mismatch_message(func, args, kwargs, device_of) -> str | None:
+    """Return torch's wording of the device mismatch func(*args) hits on a GPU, or None when a GPU runs it fine.
+
+    device_of(t) names the device a tensor lives on as the learner's program sees it ("cpu", "cuda:1").
+    """
+    flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    first_gpu = next((device_of(t) for t in flat if device_of(t) != "cpu"), "cuda:0")
+
+    def swap(x):
+        return _to_meta(x, device_of(x)) if isinstance(x, torch.Tensor) and device_of(x) != "cpu" else x
+
     try:
         meta_args, meta_kwargs = tree_map(swap, (tuple(args), dict(kwargs)))
-        with torch._C.DisableTorchFunction(), _FirstMixedOp(accelerator):
+        with torch._C.DisableTorchFunction(), _FirstMixedOp(first_gpu):
             func(*meta_args, **meta_kwargs)
     except _Found as found:
         return found.message
     except Exception:  # meta cannot run this op: fall back to the iterator's words for the call's own tensors
-        flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        return iterator_message([(accelerator if on_accelerator(t) else str(t.device),
-                                  not on_accelerator(t) and _is_host_scalar(t)) for t in flat])
+        return iterator_message([(device_of(t), device_of(t) == "cpu" and t.dim() == 0) for t in flat])
     return None
 
 
@@ -180,4 +204,4 @@ def warm_up() -> None:
     and a 3x3 host tensor only: no CUDA, no threads.
     """
     weights, x = torch.empty(3, 3), torch.empty(3)
-    mismatch_message(torch.Tensor.__matmul__, (weights, x), {}, lambda t: t is weights, "cuda:0")
+    mismatch_message(torch.Tensor.__matmul__, (weights, x), {}, lambda t: "cuda:0" if t is weights else "cpu")

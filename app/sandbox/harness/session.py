@@ -1,0 +1,60 @@
+"""One job's view of the machine: the simulated host's parts, wired together before the learner's code runs.
+
+Both modes use it: a plain run gets the simulated host (so `course run` sees the GPUs a grader would), a graded
+run gets the same plus the facts the tracer records. Where the job really has CUDA nothing is simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from app.sandbox.harness import placement
+from app.sandbox.harness.builds import Availability
+from app.sandbox.harness.checkpoints import Checkpoints
+from app.sandbox.harness.cuda_runtime import CudaRuntime
+from app.sandbox.harness.devices import Devices
+from app.sandbox.harness.host import PLAIN, Host
+from app.sandbox.harness.memory import Memory
+
+
+@dataclass
+class Session:
+    """What the harness installed for one job."""
+
+    host: Host
+    real_cuda: bool
+    simulated: bool
+    devices: Devices
+    availability: Availability
+    tracer: placement.Tracer
+
+    def device_line(self) -> str:
+        """The device the verdict names: "cuda:0 (simulated on CPU)" or the real GPU's name."""
+        if self.real_cuda:
+            return f"cuda:0 ({torch.cuda.get_device_name(0)})"
+        if not self.simulated or self.host.devices_present() == 0:
+            return "cpu"
+        return f"{self.tracer.accelerator} (simulated on CPU)"
+
+
+def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
+    """Install the simulated host the payload describes (and the tracer); return the pieces."""
+    real_cuda = torch.cuda.is_available()  # in the child only: touching CUDA in the fork server poisons fork
+    host = Host.from_payload(payload.get("host"))
+    simulated = not real_cuda and host.simulated
+    devices = Devices(host if not real_cuda else PLAIN)
+    memory = Memory()
+    runtime = CudaRuntime(devices, memory)
+    # a graded job's probe may switch scenarios even on a CPU-only build; a plain one never does
+    availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading))
+    availability.install()
+    accelerator = f"{host.accelerator}:0" if host.accelerator else "cpu"
+    tracer = placement.Tracer(filename, simulated=simulated, devices=devices, memory=memory,
+                              accelerator="cuda:0" if real_cuda else accelerator)
+    tracer.install()
+    if simulated and host.build == "cuda":
+        Checkpoints(memory, tracer.set_label).install()
+    return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
+                   availability=availability, tracer=tracer)
