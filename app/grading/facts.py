@@ -51,6 +51,16 @@ class Facts:
     def tampered(self) -> list[str]:
         return self.report.get("tampered") or []
 
+    @property
+    def stopped_line(self) -> int | None:
+        """The learner's line where the program stopped early: an exception, or sys.exit() with an error status."""
+        exc = self.outcome.get("exception")
+        if exc:
+            return exc.get("line")
+        if self.outcome.get("system_exit") and self.outcome.get("exit_code") not in (0, None):
+            return self.outcome.get("exit_line")
+        return None
+
     def events(self, kind: str) -> list[dict]:
         """Recorded events of one kind, in order."""
         return (self.report.get("trace") or {}).get("events", {}).get(kind, [])
@@ -58,6 +68,16 @@ class Facts:
     def count(self, kind: str) -> int:
         """How many events of one kind happened (beyond those kept)."""
         return (self.report.get("trace") or {}).get("counts", {}).get(kind, 0)
+
+    @property
+    def ops(self) -> list[dict]:
+        """The learner's torch calls, summed per (line, op, devices of the first tensors)."""
+        return (self.report.get("trace") or {}).get("ops", [])
+
+    @property
+    def first_placement(self) -> dict | None:
+        """The first tensor the learner's code put on an accelerator: line, device, whether it had asked."""
+        return (self.report.get("trace") or {}).get("first_placement")
 
     @property
     def losses(self) -> list[float]:
@@ -80,6 +100,24 @@ class Facts:
                 "so leave torch's own functions alone.")
 
 
+def mark_unreached(results: list[CheckResult], facts: Facts) -> list[CheckResult]:
+    """Word the checks the program never reached as such, instead of as failures of their own.
+
+    One mistake that stops the program (a tensor left on the host raises at line N) would otherwise fail every
+    check whose subject comes later ("the loss was never printed", "optimizer.step() never ran"). The rule,
+    the same for every exercise: a failed check that names no line has found nothing of its own to blame; when
+    the program stopped early, that absence is the stop's doing. Its message becomes `not reached: the program
+    stopped at line N` and `reached` becomes False. Checks that name a line (the one that explains the stop,
+    or a mistake made before it) keep their own words.
+    """
+    line = facts.stopped_line
+    if line is None:
+        return results
+    return [r if r.passed or r.line is not None else
+            CheckResult(id=r.id, passed=False, message=f"not reached: the program stopped at line {line}",
+                        line=None, reached=False) for r in results]
+
+
 def check_runs(facts: Facts) -> CheckResult:
     """`runs`: the file finished without an exception."""
     exc = facts.outcome.get("exception")
@@ -87,12 +125,31 @@ def check_runs(facts: Facts) -> CheckResult:
     if facts.outcome.get("finished", False) and exc is None and code in (0, None):
         return check("runs", True)
     if exc is None and facts.outcome.get("system_exit"):
-        return check("runs", False, f"the program stopped itself with `sys.exit({code!r})`; let it run to its end.")
+        line = facts.outcome.get("exit_line")
+        return check("runs", False, f"{at(line)}the program stopped itself with `sys.exit({code!r})`; let it run to "
+                                    "its end.", line)
     if exc is None:
         return check("runs", False, "the program did not finish.")
     return check("runs", False, f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])} "
                                 "(the traceback is in the output below; fix that line and run again).",
                  exc.get("line"))
+
+
+ASK_FOR_DEVICE = "`device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`"
+
+
+def check_picks_device(facts: Facts) -> CheckResult:
+    """`picks_device`: the program asked torch which device is usable before it put anything on one."""
+    placed = facts.first_placement
+    if placed and not placed.get("asked"):
+        return check("picks_device", False,
+                     f"{at(placed.get('line'))}a tensor went to {placed.get('device')} before the program asked "
+                     "torch whether a GPU is usable: a hard-coded \"cuda\" stops at this line on a machine without "
+                     f"one. Pick the device by asking: {ASK_FOR_DEVICE}.", placed.get("line"))
+    if not placed and not facts.count("device_query"):
+        return check("picks_device", False, "the program never asks torch which device is usable, so it never uses "
+                                            f"a GPU, even where there is one; pick it by asking: {ASK_FOR_DEVICE}.")
+    return check("picks_device", True)
 
 
 def check_same_device(facts: Facts) -> CheckResult:

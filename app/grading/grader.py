@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.content.exercises import Exercise
-from app.grading.facts import Facts, check
+from app.grading.facts import Facts, check, mark_unreached
 from app.grading.verdict import CheckResult, Verdict
 from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
 from app.runner.factory import emit
@@ -98,7 +98,7 @@ def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:
     missing = [c.id for c in exercise.spec.checks if c.id not in decided]
     if missing:
         raise RuntimeError(f"{exercise.checks_path}: evaluate() decided no result for {missing}")
-    return [decided[c.id] for c in exercise.spec.checks]
+    return mark_unreached([decided[c.id] for c in exercise.spec.checks], facts)
 
 
 def _join(*parts: str) -> str:

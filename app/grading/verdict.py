@@ -16,6 +16,9 @@ class CheckResult(BaseModel):
     passed: bool
     message: str = ""
     line: int | None = None
+    # False when the program stopped (an exception, a non-zero sys.exit) before doing what this check looks at;
+    # its message then reads "not reached: the program stopped at line N" (see facts.mark_unreached)
+    reached: bool = True
 
 
 class Verdict(BaseModel):

@@ -12,9 +12,11 @@ def evaluate(facts: Facts):
     probe = facts.probe
     if not probe.get("defined"):
         exc = facts.outcome.get("exception")
-        why = (f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])} stopped the file before "
-               "`to_numpy` was defined." if exc else "there is no function `to_numpy(t)` in your file.")
-        return [check(i, False, why, exc.get("line") if exc else None) for i in IDS]
+        if exc:  # the first check explains the exception; the others were never reached
+            return [check("returns_numpy", False, f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])} "
+                          "stopped the file before `to_numpy` was defined.", exc.get("line"))] + \
+                [check(i, False, "`to_numpy` was never defined.") for i in IDS[1:]]
+        return [check(i, False, "there is no function `to_numpy(t)` in your file.") for i in IDS]
     cases, line = probe["cases"], probe.get("line")
     return [_returns_numpy(cases, line), _handles_grad(cases, line), _moved_to_host(cases, line, facts)]
 
@@ -33,6 +35,11 @@ def _returns_numpy(cases, line):
             return check("returns_numpy", False, f"with {WHAT[name]} of shape [2, 3], `to_numpy` returned an array of "
                                                  f"shape {c['shape']} or different values; keep the values and the "
                                                  "shape as they are.", line)
+        if c["dtype"] != c["expected_dtype"]:
+            return check("returns_numpy", False, f"with {WHAT[name]} of {c['expected_dtype']} values, `to_numpy` "
+                                                 f"returned an array of {c['dtype']}: a detour through Python "
+                                                 "numbers (`.tolist()`) loses the tensor's dtype. Let `.numpy()` "
+                                                 "convert it: `t.detach().cpu().numpy()`.", line)
     return check("returns_numpy", True)
 
 
@@ -56,7 +63,16 @@ def _handles_grad(cases, line):
 def _moved_to_host(cases, line, facts):
     for name in ("accelerator", "accelerator_grad"):
         c = cases[name]
-        if c["numpy_on_accelerator"]:
+        unsynced = next((r for r in c["host_reads"] if r.get("unsynced")), None)
+        if unsynced:
+            copy = next((m for m in c["moves_to_host"] if m.get("non_blocking")), {})
+            return check("moved_to_host", False,
+                         f"{at(unsynced.get('line'))}`.{unsynced['op'].strip('_')}()` read the host copy that "
+                         f"`.{copy.get('op', 'to')}(\"cpu\", non_blocking=True)` was still making: a non-blocking copy "
+                         "to the host returns before the data has arrived, so on a GPU this reads garbage. Drop "
+                         "`non_blocking=True` here (or call `torch.cuda.synchronize()` before reading).",
+                         unsynced.get("line") or line)
+        if c["numpy_on_accelerator"] and not _brought_back(c):
             e = c["numpy_on_accelerator"][0]
             how = "`np.array(t)`/`np.asarray(t)`" if e.get("op") == "__array__" else "`.numpy()`"
             return check("moved_to_host", False,
@@ -64,8 +80,7 @@ def _moved_to_host(cases, line, facts):
                          "only reads host memory. Copy it to the host first: `t.detach().cpu().numpy()`.",
                          e.get("line") or line)
     c = cases["accelerator"]
-    brought = c["moves_to_host"] or any(r["op"] in ("tolist", "item") or r.get("force") for r in c["host_reads"])
-    if not brought:
+    if not _brought_back(c):
         if c["error"]:
             err = c["error"]
             return check("moved_to_host", False, f"with {WHAT['accelerator']}, {at(err.get('line'))}`to_numpy` "
@@ -75,3 +90,10 @@ def _moved_to_host(cases, line, facts):
                                              f"host ({facts.accelerator} -> cpu); use `.cpu()`, `.to(\"cpu\")` or "
                                              "`.numpy(force=True)`.", line)
     return check("moved_to_host", True)
+
+
+def _brought_back(case) -> bool:
+    """True when the call returned an array after copying the tensor to the host (a caught refusal is fine)."""
+    moved = case["moves_to_host"] or any(r["op"] in ("tolist", "item") or r.get("force")
+                                         for r in case["host_reads"])
+    return moved and not case["error"]

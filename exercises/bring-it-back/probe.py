@@ -24,13 +24,15 @@ def probe(ns, api):
         mark = api.mark()
         value, error = api.call(fn, t)
         fact = {"on_accelerator": on_accel, "grad": grad, "error": error, "type": type(value).__name__,
-                "is_ndarray": isinstance(value, np.ndarray), "shape": None, "values_ok": False,
+                "is_ndarray": isinstance(value, np.ndarray), "shape": None, "values_ok": False, "dtype": None,
+                "expected_dtype": str(expected.dtype),
                 "numpy_on_accelerator": api.events_since(mark, "numpy_on_accelerator"),
-                "moves_to_host": [e for e in api.events_since(mark, "move") if e.get("dst_device") == "cpu"],
-                "host_reads": [{k: e.get(k) for k in ("op", "line", "force", "device")}
+                "moves_to_host": [{k: e.get(k) for k in ("op", "line", "non_blocking")}
+                                  for e in api.events_since(mark, "move") if e.get("dst_device") == "cpu"],
+                "host_reads": [{k: e.get(k) for k in ("op", "line", "force", "device", "unsynced")}
                                for e in api.events_since(mark, "host_read")]}
         if isinstance(value, np.ndarray):
-            fact["shape"] = list(value.shape)
+            fact["shape"], fact["dtype"] = list(value.shape), str(value.dtype)
             try:
                 fact["values_ok"] = bool(value.shape == expected.shape and np.allclose(value, expected))
             except Exception:  # an array of objects, strings ...

@@ -1,6 +1,7 @@
 """Decide training-loop's checks from the placement trace (runs outside the sandbox)."""
 
-from app.grading.facts import Facts, at, check, check_runs, check_same_device, discarded_move_note, name_of
+from app.grading.facts import (Facts, at, check, check_picks_device, check_runs, check_same_device,
+                               discarded_move_note, name_of)
 
 # the loss "went down" when the mean of the last quarter of losses is below this share of the first quarter's
 LOSS_DROP = 0.95
@@ -8,8 +9,8 @@ LOSS_DROP = 0.95
 
 def evaluate(facts: Facts):
     """Return the checks of training-loop, in the order of exercise.yaml."""
-    return [check_runs(facts), _model_on_device(facts), _model_moved_once(facts), _batch_on_device(facts),
-            check_same_device(facts), _loss_item(facts), _trains(facts)]
+    return [check_runs(facts), check_picks_device(facts), _model_on_device(facts), _model_moved_once(facts),
+            _batch_on_device(facts), check_same_device(facts), _loss_item(facts), _trains(facts)]
 
 
 def _device_note(facts: Facts) -> str:

@@ -23,6 +23,8 @@ from app.sandbox.harness.devices import Devices
 from app.sandbox.harness.host import Host
 
 _REAL_DEVICE = torch._C.device
+# lru-cached answers that belong to one build (kept here: the tracer wraps the public names)
+_CACHED = (torch.backends.mps.is_available, torch.cuda._check_bf16_tensor_supported)
 # torch functions a learner might replace to fool the grader; compared with the originals after the run
 WATCHED_FUNCTIONS = [("torch.cuda", "is_available"), ("torch.cuda", "device_count"),
                      ("torch.backends.mps", "is_available"), ("torch.backends.mps", "is_built"),
@@ -74,6 +76,10 @@ class Availability:
     def __init__(self, devices: Devices, runtime: CudaRuntime, *, simulated: bool = True):
         self.devices, self.runtime, self.simulated = devices, runtime, simulated
         self.patches = Patches()
+        self.remember_functions()
+
+    def remember_functions(self) -> None:
+        """Note torch's availability functions as they are now (after the tracer wrapped them)."""
         self.originals = {f"{m}.{n}": getattr(_MODULES[m], n) for m, n in WATCHED_FUNCTIONS}
 
     def install(self) -> None:
@@ -101,8 +107,8 @@ class Availability:
         # torch.cuda remembers whether CUDA was initialised and how many GPUs it found: per build
         patches.set(torch.cuda, "_initialized", host.build == "cuda" and self.devices.initialized)
         patches.set(torch.cuda, "_cached_device_count", None)
-        for cached in (torch.backends.mps.is_available, torch.cuda._check_bf16_tensor_supported):
-            cached.cache_clear()  # lru-cached answers of the previous build
+        for cached in _CACHED:
+            cached.cache_clear()
 
     def tampered(self) -> list[str]:
         """Names of torch's availability functions the learner's code replaced."""

@@ -15,33 +15,25 @@ facts a training loop is graded on.
 from __future__ import annotations
 
 import collections
-import inspect
 import os
 import sys
 
 import torch
-import torch.utils.data.dataloader
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.overrides import TorchFunctionMode
-from torch.utils.data import TensorDataset, dataloader
 
-from app.sandbox.harness import wording
+from app.sandbox.harness import streams, wording
 from app.sandbox.harness.devices import Devices
+from app.sandbox.harness.hooks import _PLUMBING, Hooks
 from app.sandbox.harness.memory import Memory
 from app.sandbox.harness.simulation import Simulation, tensors_in
 
 HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
-# frames that are torch's own torch-function plumbing (between the learner's call and this mode)
-_PLUMBING = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"))
-# ... and, for forward hooks, nn.Module's call machinery (between `model(xb)` and the hook)
-_MODULE_PLUMBING = _PLUMBING + (os.path.join("torch", "nn", "modules", "module.py"),)
 # events of one kind kept in the report; a training loop repeats the same facts thousands of times
 EVENTS_PER_KIND = 200
 # distinct (line, op, devices) keys kept in the per-call summary
 OP_KEYS_KEPT = 500
 # loss values kept: the first ones and the last ones (together they say whether "the loss went down")
 LOSS_VALUES_HEAD = LOSS_VALUES_TAIL = 1000
-_ORIG_MODULE = {name: getattr(torch.nn.Module, name) for name in ("to", "cuda", "cpu")}
 _MOVES = {"to", "cuda", "cpu", "type_as"}
 _HOST_READS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__"}
 _LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -54,7 +46,7 @@ _LABELLED_PROPERTIES = {"device", "is_cuda", "is_mps", "is_cpu", "grad", "data",
 _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
 
 
-class Tracer(Simulation):
+class Tracer(Hooks, Simulation):
     """All placement facts of one job, and the switches that install the tracing."""
 
     def __init__(self, learner_file: str, *, simulated: bool, devices: Devices, memory: Memory | None = None,
@@ -71,6 +63,7 @@ class Tracer(Simulation):
         self.forwards = 0
         self.batches = 0
         self.ops: dict[tuple, int] = {}  # (learner line, op, devices) -> calls
+        self.first_placement: dict | None = None  # the first tensor the learner's code put on an accelerator
         self.mode: PlacementMode | None = None
 
     # ---------------------------------------------------------------- facts
@@ -135,11 +128,7 @@ class Tracer(Simulation):
     # ---------------------------------------------------------------- install
     def install(self) -> None:
         """Start tracing: the mode, module hooks, the DataLoader patch and the optimizer hooks."""
-        torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre_hook)
-        register_optimizer_step_pre_hook(self._step_pre_hook)
-        register_optimizer_step_post_hook(self._step_post_hook)
-        self._patch_dataloader()
-        self._patch_module_moves()
+        self.install_hooks()
         if self.simulated:
             self.install_simulation()
         self.mode = PlacementMode(self)
@@ -153,73 +142,6 @@ class Tracer(Simulation):
             except Exception:  # the learner may have pushed or popped modes of their own
                 pass
             self.mode = None
-
-    def _patch_dataloader(self) -> None:
-        tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
-
-        def __next__(it):
-            if _untraced_fetch(it):  # nothing labelled can come out: skip ~100 traced calls per batch
-                with torch._C.DisableTorchFunction():
-                    batch = orig_next(it)
-            else:
-                batch = orig_next(it)
-            index = tracer.batches
-            tracer.batches += 1
-            for t in tensors_in(batch):
-                t._pt_batch, t._pt_moved = index, False
-            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
-            return batch
-        dataloader._BaseDataLoaderIter.__next__ = __next__
-
-    def _patch_module_moves(self) -> None:
-        tracer = self
-        for name, orig in _ORIG_MODULE.items():
-            def move(module, *args, _orig=orig, _name=name, **kwargs):
-                frame = tracer.learner_frame(direct=True)
-                if tracer.simulated and _name == "to":  # `model.to(0)`: the C++ parser would ask for a real GPU
-                    args, kwargs = tracer.ordinals_named(args, kwargs)
-                out = _orig(module, *args, **kwargs)
-                if frame is not None:
-                    devices = sorted({tracer.device_of(p) for p in module.parameters()})
-                    tracer.record("module_move", line=frame.f_lineno, op=_name, module=type(module).__name__,
-                                  names=tracer.names_in(frame, module), devices=devices, step=tracer.steps,
-                                  forwards=tracer.forwards, id=id(module))
-                return out
-            setattr(torch.nn.Module, name, move)
-
-    # ---------------------------------------------------------------- hooks
-    def _forward_pre_hook(self, module, inputs):
-        frame = self.learner_frame(direct=True, plumbing=_MODULE_PLUMBING)
-        if frame is None:
-            return None
-        self.forwards += 1
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-        host = any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors)
-        if not host and not self.keeping("forward"):
-            self.counts["forward"] = self.counts.get("forward", 0) + 1
-            return None
-        params = list(module.parameters())
-        fact = dict(line=frame.f_lineno, module=type(module).__name__, id=id(module), step=self.steps,
-                    names=self.names_in(frame, module), has_params=bool(params),
-                    param_devices=sorted({self.device_of(p) for p in params}),
-                    inputs=[self.describe(t, frame) for t in tensors])
-        self.record("forward", n=self.forwards, **fact)
-        if host:
-            self.record("host_input", **fact)
-        return None
-
-    def _step_pre_hook(self, optimizer, args, kwargs):
-        frame = self.learner_frame()
-        with torch._C.DisableTorchFunction():
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-            grads = [p.grad for p in params if p.grad is not None]
-            nonzero = any(bool(g.detach().abs().sum() > 0) for g in grads)
-        self.record("step", line=frame.f_lineno if frame else None, n=self.steps, params=len(params),
-                    grads=len(grads), nonzero=nonzero, backwards=self.counts.get("backward", 0),
-                    devices=sorted({self.device_of(p) for p in params}))
-
-    def _step_post_hook(self, optimizer, args, kwargs):
-        self.steps += 1
 
     # ---------------------------------------------------------------- the mode's work
     def on_property(self, func, attr: str, args):
@@ -259,27 +181,6 @@ class Tracer(Simulation):
         self._propagate(name, args, kwargs, out)
         self._observe(name, args, kwargs, out)
         return out
-
-    def _traced_backward(self, func, args, kwargs):
-        """Run backward with the mode back on, so Python code inside it (custom autograd Functions, hooks) is
-        traced like the forward pass. torch.autograd.backward's own steps, up to the engine, which never
-        dispatches to a mode (calling backward itself again would only come back here)."""
-        from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
-        from torch.autograd.graph import _engine_run_backward
-
-        bound = inspect.signature(func).bind(*args, **kwargs).arguments
-        tensors = bound.get("self", bound.get("tensors"))
-        tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
-        inputs = bound.get("inputs")
-        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs) if inputs is not None else ()
-        create_graph = bool(bound.get("create_graph", False))
-        retain_graph = bound.get("retain_graph")
-        with self.mode:
-            grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(
-                bound.get("gradient", bound.get("grad_tensors")), len(tensors)), is_grads_batched=False)
-            _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
-                                 create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
-        return None
 
     def ordinals_named(self, args, kwargs):
         """`model.to(0)` and `device=0`: name the ordinal's device, as torch does on a build with an accelerator."""
@@ -345,7 +246,9 @@ class Tracer(Simulation):
             src._pt_loss = True
             self.record("backward", step=self.steps, value=value, **fact)
         else:
-            self.record(kind, force=bool(kwargs.get("force", False)),
+            copied_at = src.__dict__.get("_pt_copied_at")  # a non-blocking copy from a GPU landed here ...
+            self.record(kind, force=bool(kwargs.get("force", False)),  # ... and the host has not waited since
+                        unsynced=copied_at is not None and copied_at == streams.CLOCK.count,
                         prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
 
     def report(self) -> dict:
@@ -354,7 +257,8 @@ class Tracer(Simulation):
                for (line, op, devices), n in sorted(self.ops.items(), key=lambda kv: kv[0][0])]
         return {"events": self.events, "counts": self.counts, "losses": self.losses + list(self.losses_tail),
                 "steps": self.steps,
-                "forwards": self.forwards, "batches": self.batches, "ops": ops}
+                "forwards": self.forwards, "batches": self.batches, "ops": ops,
+                "first_placement": self.first_placement}
 
 
 class PlacementMode(TorchFunctionMode):
@@ -386,19 +290,6 @@ class PlacementMode(TorchFunctionMode):
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
         return out
-
-
-def _untraced_fetch(it) -> bool:
-    """True when a DataLoader's next batch can be fetched without the tracer: a TensorDataset of unlabelled,
-    unmarked tensors, the default collate, one process, no pinning. Nothing in that fetch is the learner's code,
-    and nothing it returns can carry a device label, so tracing it (an index, a stack and a few views per sample,
-    thousands of calls in a training loop) would only cost time. Anything else, e.g. a learner's Dataset whose
-    __getitem__ moves tensors, is traced as usual."""
-    dataset = getattr(it, "_dataset", None)
-    return (type(it) is dataloader._SingleProcessDataLoaderIter and not it._pin_memory
-            and type(dataset) is TensorDataset
-            and getattr(it, "_collate_fn", None) in (dataloader.default_collate, dataloader.default_convert)
-            and not any(isinstance(t, torch.Tensor) and t.__dict__ for t in dataset.tensors))
 
 
 def _marked(args) -> bool:

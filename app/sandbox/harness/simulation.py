@@ -193,6 +193,7 @@ class Simulation:
             else self._with_gpu_random(target, func, name, args, kwargs)
         for t in tensors_in(out):
             self.set_label(t, target)
+        self.note_placement(target)
         return self._finish(func, name, args, kwargs, out, propagate=False)
 
     def _finish(self, func, name, args, kwargs, out, propagate=True):
@@ -231,6 +232,8 @@ class Simulation:
             label = self.devices.place(label)
         current = self.device_of(src)
         moving = label != current
+        if moving and label != "cpu":
+            self.note_placement(label)
         out = _ORIG_TENSOR_TO(src, "cpu", dtype=dtype or src.dtype, non_blocking=non_blocking,
                               copy=bool(kwargs.get("copy", False) or moving), memory_format=memory_format)
         if out is not src:
