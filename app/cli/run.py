@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from app.config import get_settings
+from app.sandbox.simhost import BUILDS, MAX_GPUS, host_for
 
 
 def _echo_line(event) -> None:
@@ -20,7 +21,11 @@ def _echo_line(event) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help='Print one object {"status", "exit_code", "signal", "stdout", "stderr", "duration_ms", '
                    '"limit_hit"} instead of the output.')
-def run(file: Path, as_json: bool) -> None:
+@click.option("--gpus", type=click.IntRange(0, MAX_GPUS), default=None,
+              help="Simulated CUDA GPUs (default 1) where this host has no GPU.")
+@click.option("--build", type=click.Choice(BUILDS), default="cuda", show_default=True,
+              help="The torch build the program believes it runs on, where this host has no GPU.")
+def run(file: Path, as_json: bool, gpus: int | None, build: str) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job, run_job_sync
 
@@ -30,7 +35,11 @@ def run(file: Path, as_json: bool) -> None:
     except UnicodeDecodeError as exc:
         click.echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
         sys.exit(2)
-    result = run_job_sync(Job(code=code, filename=file.name), get_settings(),
+    try:
+        host = host_for(build=build, gpus=gpus)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    result = run_job_sync(Job(code=code, filename=file.name, host=host), get_settings(),
                           on_output=None if as_json else _echo_line)
     if as_json:
         click.echo(json.dumps(result.summary()))

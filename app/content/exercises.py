@@ -2,7 +2,7 @@
 
 One folder is one exercise:
 
-    exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits, needs_gpu
+    exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits, needs_gpu, gpus
     prompt.md       what the learner is asked to do (Markdown)
     starter.py      the code the editor starts with
     solution.py     a reference answer, shown after a pass or after five failed attempts
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.content.schema import ContentError, ContentInvalid
 from app.content.yaml_errors import parse_mapping, validate
+from app.sandbox.simhost import MAX_GPUS
 
 EXPECT_LINE = re.compile(r"^#\s*expect:\s*([a-z][a-z0-9_]*)\s*$")
 # limits an exercise may tighten (never loosen past the site's settings); values in seconds / bytes
@@ -58,6 +59,8 @@ class ExerciseSpec(BaseModel):
     limits: dict[str, float] = Field(default_factory=dict)
     # runs on a real GPU (a GPU slot) where the host has one; elsewhere on the simulated GPU, and the verdict says so
     needs_gpu: bool = False
+    # simulated CUDA GPUs the program finds where the host has none (app/sandbox/simhost.py); 2 for multi-GPU code
+    gpus: int = Field(default=1, ge=1, le=MAX_GPUS)
 
     @model_validator(mode="after")
     def unique_ids_known_limits(self) -> "ExerciseSpec":

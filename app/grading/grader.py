@@ -20,6 +20,7 @@ from app.grading.facts import Facts, check, mark_unreached
 from app.grading.verdict import CheckResult, Verdict
 from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
 from app.runner.factory import emit
+from app.sandbox.simhost import DEFAULT_HOST
 
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
 # A SIGKILL with no limit named and no report came from outside the job: inside its pid namespace the job is
@@ -41,7 +42,9 @@ def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
     """Return the sandbox job for a submission and the nonce its report must echo."""
     nonce = secrets.token_hex(16)
     grade = {"exercise": exercise.slug, "probe": exercise.probe, "nonce": nonce}
-    job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu)
+    host = DEFAULT_HOST.with_gpus(exercise.spec.gpus)  # the simulated host, where the job finds no GPU
+    job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
+              host=host)
     return job, nonce
 
 
