@@ -1,7 +1,15 @@
 """Decide training-loop's checks from the placement trace (runs outside the sandbox)."""
 
-from app.grading.facts import (Facts, at, check, check_picks_device, check_runs, check_same_device,
-                               discarded_move_note, name_of)
+from app.grading.facts import (
+    Facts,
+    at,
+    check,
+    check_picks_device,
+    check_runs,
+    check_same_device,
+    discarded_move_note,
+    name_of,
+)
 
 # the loss "went down" when the mean of the last quarter of losses is below this share of the first quarter's
 LOSS_DROP = 0.95

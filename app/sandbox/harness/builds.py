@@ -61,7 +61,7 @@ class _DeviceType(type):
         return getattr(_REAL_DEVICE, name)
 
 
-class device(metaclass=_DeviceType):  # noqa: N801 - it stands in for torch.device
+class device(metaclass=_DeviceType):
     """torch.device (see _DeviceType)."""
 
     __module__ = "torch"

@@ -13,7 +13,7 @@ import threading
 import types
 
 import torch
-import torch.nn.parallel.parallel_apply  # noqa: F401
+import torch.nn.parallel.parallel_apply
 
 # the module, not the function of the same name that torch.nn.parallel exports over it
 parallel_apply_module = sys.modules["torch.nn.parallel.parallel_apply"]
