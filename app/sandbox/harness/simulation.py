@@ -85,9 +85,9 @@ class Simulation:
 
         def pin_memory(t, device=None):
             if t.__dict__.get("_pt_dev"):  # aten/src/ATen/native/Memory.cpp: _pin_memory
-                kind = t.__dict__["_pt_dev"].split(":")[0].upper()
-                scalar = _LEGACY_TYPES.get(t.dtype, "Tensor").removesuffix("Tensor")
-                raise RuntimeError(f"cannot pin '{kind}{scalar}Type' only dense CPU tensors can be pinned")
+                kind = t.__dict__["_pt_dev"].split(":")[0]
+                raise RuntimeError(f"cannot pin 'torch.{kind}.{_LEGACY_TYPES.get(t.dtype, 'Tensor')}' only dense CPU "
+                                   "tensors can be pinned")
             if t.__dict__.get("_pt_pinned"):
                 return t
             with torch._C.DisableTorchFunction():
@@ -129,8 +129,8 @@ class Simulation:
             if label and name in ("item", "tolist"):
                 streams.CLOCK.tick()  # reading a GPU value waits for the GPU
         target = kwargs.get("device")
-        if target is not None and name not in MIXING_ALLOWED:
-            return self._factory(func, name, args, kwargs, target)
+        if (target is not None or kwargs.get("pin_memory")) and name not in MIXING_ALLOWED:
+            return self._factory(func, name, args, kwargs, "cpu" if target is None else target)
         self._check_mixing(func, name, args, kwargs)
         return NotImplemented
 
@@ -183,7 +183,13 @@ class Simulation:
     def _factory(self, func, name, args, kwargs, device):
         target = self._target(device)
         if target is None:  # the host, or a device this build lacks (torch raises its own error)
-            return self._finish(func, name, args, kwargs, func(*args, **kwargs), propagate=False)
+            pinned = bool(kwargs.get("pin_memory")) and self.devices.host.build == "cuda"
+            if pinned:  # host memory a CUDA build can pin (torch.empty(..., pin_memory=True))
+                kwargs = {**kwargs, "pin_memory": False}
+            out = func(*args, **kwargs)
+            for t in tensors_in(out) if pinned else ():
+                t._pt_pinned = True
+            return self._finish(func, name, args, kwargs, out, propagate=False)
         kwargs = {**kwargs, "device": "cpu"}
         if kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False

@@ -111,7 +111,9 @@ def _convolution_message(named, dev) -> str:
                 f"'weight'; but device {index(inp)} does not equal {index(weight)} (while checking arguments for "
                 "cudnn_convolution)")
     if inp is not None and weight is not None and dev(inp) != dev(weight):
-        return f"Input type ({type_name(inp)}) and weight type ({type_name(weight)}) should be the same"
+        # a host input selects the oneDNN backend, whose check says more (Convolution.cpp)
+        mkldnn = " or input should be a MKLDNN tensor and weight is a dense tensor" if dev(inp) == "cpu" else ""
+        return f"Input type ({type_name(inp)}) and weight type ({type_name(weight)}) should be the same{mkldnn}"
     bias = tensors.get("bias")
     return f"Input type ({type_name(inp)}) and bias type ({type_name(bias)}) should be the same"
 

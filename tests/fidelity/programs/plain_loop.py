@@ -1,0 +1,25 @@
+"""The plain training loop of most introductions: model once, every batch, losses as numbers."""
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+torch.manual_seed(0)
+X = torch.linspace(-1, 1, 256).unsqueeze(1)
+Y = 3 * X - 1 + 0.1 * torch.randn_like(X)
+loader = DataLoader(TensorDataset(X, Y), batch_size=32, shuffle=True)
+model = nn.Sequential(nn.Linear(1, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+loss_fn = nn.MSELoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+losses = []
+for epoch in range(4):
+    for xb, yb in loader:
+        xb, yb = xb.to(device), yb.to(device)
+        loss = loss_fn(model(xb), yb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    losses.append(loss.item())
+    print(f"epoch {epoch}: loss {loss.item():.4f}")
+print("loss went down:", losses[-1] < losses[0])
+print("predictions live on", model(X[:2].to(device)).device)
