@@ -48,6 +48,9 @@ def headline(summary: dict) -> dict:
         "hostile_page_p99_ms": g("hostile.hostile_page_p99_ms"),
         "quiet_page_p99_ms": g("hostile.quiet_page_p99_ms"),
         "plain_job_training_loop_p50_ms": g("grading.plain_job_p50_ms"),
+        "grading_overhead_p50_ms": g("grading.grading_overhead_p50_ms"),
+        "sim_fidelity": g("fidelity.sim_fidelity"),
+        "fidelity_programs": g("fidelity.programs"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
         out[f"grade_{slug}_p50_ms"] = g(f"live.submission_{slug}_p50_ms")
@@ -77,6 +80,8 @@ ROWS = [
      None),
     ("`course grade` training-loop, warm p50 (ms) vs plain run job", "course_grade_training_loop_p50_ms",
      "plain_job_training_loop_p50_ms", None, "", None),
+    ("simulated GPU fidelity (share of the corpus that matches) vs corpus programs", "sim_fidelity",
+     "fidelity_programs", None, ">= 0.95", lambda h: (h["sim_fidelity"] or 0) >= 0.95),
     ("lesson page requests/s @64", "page_rps", "plain_rps", "page_throughput_ratio", ">= 0.7 of plain",
      lambda h: (h["page_throughput_ratio"] or 0) >= 0.7),
     ("lesson page p99 @64 (ms)", "page_p99_ms", "plain_p99_ms", None, "", None),
