@@ -115,3 +115,23 @@ def test_dataloader_batches_keep_their_marks_whether_or_not_the_fetch_is_traced(
     assert report["trace"]["batches"] == 3
     moves_in_dataset = [e for e in report["trace"]["events"]["move"] if e["line"] == 8]
     assert len(moves_in_dataset) == 8  # the learner's __getitem__ ran traced: 4 samples x 2 moves
+
+
+def test_mocked_gpu_invalid_ordinal_stops_the_program_with_cudas_error():
+    code = "import torch\nx = torch.ones(2).to(0)\ny = x.to('cuda:1')\n"
+    rc, err, report = run_harness(code)
+    assert rc == 1
+    exc = report["outcome"]["exception"]
+    assert exc["type"] == "AcceleratorError" and exc["line"] == 3
+    assert exc["message"].startswith("CUDA error: invalid device ordinal\n")
+    assert "torch.AcceleratorError: CUDA error: invalid device ordinal" in err and "harness" not in err
+
+
+def test_mocked_two_gpus_are_distinct_devices_that_refuse_to_mix():
+    code = ("import torch\na = torch.ones(2, device='cuda:0')\nb = torch.ones(2, device=1)\n"
+            "print(a.device, b.device, (a + b.to(a.device)).device)\nc = a + b\n")
+    rc, err, report = run_harness(code, host=DEFAULT_HOST.with_gpus(2))
+    assert rc == 1
+    assert report["outcome"]["exception"]["message"] == (
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!")
+    assert report["trace"]["events"]["mismatch"][0]["line"] == 5

@@ -1,0 +1,93 @@
+"""Units of the simulated host (no sandbox, no patched torch): ordinals, device counts, and torch's words for
+tensors on two different simulated GPUs. The GPUs are simulated: this host has none."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from app.sandbox.harness import messages, wording
+from app.sandbox.harness.devices import Devices
+from app.sandbox.harness.host import Host
+from app.sandbox.simhost import DEFAULT_HOST, SimulatedHost, host_for
+
+ONE_GPU, TWO_GPUS = Host(build="cuda", gpus=1), Host(build="cuda", gpus=2)
+
+
+def _word(func, args, devices: dict, kwargs=None):
+    """torch's words for func(*args) with each tensor on devices[id(t)] (the host when absent)."""
+    return wording.mismatch_message(func, args, kwargs or {}, lambda t: devices.get(id(t), "cpu"))
+
+
+def test_simulated_gpu_invalid_ordinal_raises_cudas_error(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    devices = Devices(ONE_GPU)
+    devices.check(0)
+    with pytest.raises(torch.AcceleratorError) as raised:
+        devices.check(1)
+    assert str(raised.value).splitlines()[:2] == ["CUDA error: invalid device ordinal",
+                                                  "GPU device may be out of range, do you have enough GPUs?"]
+    Devices(TWO_GPUS).check(1)  # a second GPU exists there
+
+
+def test_simulated_gpus_count_what_cuda_visible_devices_shows_until_cuda_starts(monkeypatch):
+    devices = Devices(TWO_GPUS)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert devices.count() == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,7")  # trimmed at the first GPU the machine lacks
+    assert devices.count() == 2
+    devices.init()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert devices.count() == 2  # fixed once CUDA has started
+
+
+def test_simulated_cuda_build_without_gpus_fails_as_a_real_one(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(RuntimeError, match="^Found no NVIDIA driver on your system"):
+        Devices(Host(build="cuda", gpus=0)).init()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RuntimeError, match="^No CUDA GPUs are available$"):
+        Devices(ONE_GPU).init()
+    with pytest.raises(AssertionError, match=messages.NOT_COMPILED):
+        Devices(Host(build="macos-arm64", gpus=0, mps=True)).init()
+
+
+def test_simulated_gpu_labels_name_ordinals_and_the_current_device():
+    devices = Devices(TWO_GPUS)
+    assert [devices.label(0), devices.label("cuda"), devices.label("cuda:1"), devices.label(torch.device("cpu"))] \
+        == ["cuda:0", "cuda:0", "cuda:1", "cpu"]
+    devices.current = 1
+    assert devices.label("cuda") == "cuda:1" and devices.label(torch.device("cuda", 0)) == "cuda:0"
+    assert Devices(Host(build="macos-arm64", gpus=0, mps=True)).label(0) == "mps:0"
+
+
+def test_two_simulated_gpus_in_one_elementwise_op_word_tensor_iterator():
+    a, b = torch.ones(3), torch.ones(3)
+    assert _word(torch.add, (a, b), {id(a): "cuda:0", id(b): "cuda:1"}) == (
+        "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!")
+    s = torch.tensor(2.0)  # only a *host* scalar may meet a GPU tensor; a scalar on another GPU may not
+    assert "cuda:1 and cuda:0" in _word(torch.mul, (b, s), {id(b): "cuda:1", id(s): "cuda:0"})
+    assert _word(torch.mul, (b, torch.tensor(2.0)), {id(b): "cuda:1"}) is None
+
+
+def test_two_simulated_gpus_in_linear_and_conv_word_their_checks():
+    layer, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
+    on = {id(layer.weight): "cuda:1", id(layer.bias): "cuda:1", id(x): "cuda:0"}
+    assert _word(torch.nn.functional.linear, (x, layer.weight, layer.bias), on) == (
+        "Expected all tensors to be on the same device, but got mat1 is on cuda:0, different from other tensors "
+        "on cuda:1 (when checking argument in method wrapper_CUDA_addmm)")
+    conv, img = torch.nn.Conv2d(1, 1, 3), torch.randn(1, 1, 5, 5)
+    on = {id(conv.weight): "cuda:0", id(conv.bias): "cuda:0", id(img): "cuda:1"}
+    assert _word(torch.nn.functional.conv2d, (img, conv.weight, conv.bias), on) == (
+        "Expected tensor for argument #1 'input' to have the same device as tensor for argument #2 'weight'; "
+        "but device 1 does not equal 0 (while checking arguments for cudnn_convolution)")
+
+
+def test_simulated_host_description_refuses_impossible_hosts():
+    assert DEFAULT_HOST.build == "cuda" and DEFAULT_HOST.gpus == 1
+    assert host_for(gpus=2).gpus == 2 and host_for(build="macos-arm64").mps
+    with pytest.raises(ValueError, match="sees no CUDA GPUs"):
+        SimulatedHost(build="cpu", gpus=1)
+    with pytest.raises(ValueError, match="between 0 and 8"):
+        SimulatedHost(gpus=9)
+    assert Host.from_payload(DEFAULT_HOST.payload()) == Host(**{**DEFAULT_HOST.payload(), "capability": (9, 0)})
