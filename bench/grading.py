@@ -1,9 +1,11 @@
 """Grading overhead: `course grade training-loop solution.py` on a warm sandbox, against the same file run plainly.
 
 Both sides use one warm LocalRunner (fork server up, pool refilled between runs, as between a learner's clicks):
-- plain: the solution as a `run` job (no tracer), end to end;
-- graded: `grade_submission` of the solution (tracer, probe, report, checks), end to end;
-the overhead is graded minus plain, p50 over RUNS runs each. Writes bench/results/grading.json.
+- plain: the solution as a `run` job on the plain CPU (PLAIN_CPU: no tracer, no simulated GPU), end to end;
+- graded: `grade_submission` of the solution (simulated GPU, tracer, probe, report, checks), end to end;
+the overhead is graded minus plain, p50 over RUNS runs each. Also measured: the same `run` job on the default
+simulated host (what `course run` does since issue 12), to show what the simulation alone costs.
+Writes bench/results/grading.json.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from app.config import ROOT, Settings
 from app.content.exercises import load_exercise
 from app.grading import grade_submission
 from app.runner import BlockingRunner, Job
+from app.sandbox.simhost import PLAIN_CPU
 
 RESULTS = Path(__file__).parent / "results"
 RUNS = 30  # per side, as issue 5 asks
@@ -47,7 +50,10 @@ def run(runs: int = RUNS) -> dict:
     settings = Settings(env="test", secret_key="bench", runner_queue_size=1000)
     statuses = set()
     with BlockingRunner(settings) as runner:
-        plain = _timed(lambda: statuses.add(runner.run(Job(code=exercise.solution, filename="main.py")).status), runs)
+        plain = _timed(lambda: statuses.add(runner.run(Job(code=exercise.solution, filename="main.py",
+                                                           host=PLAIN_CPU)).status), runs)
+        simulated = _timed(lambda: statuses.add(runner.run(Job(code=exercise.solution, filename="main.py")).status),
+                           runs)
 
         def graded_once():
             verdict = runner.call(grade_submission(exercise, exercise.solution, runner.runner))
@@ -58,6 +64,7 @@ def run(runs: int = RUNS) -> dict:
     figures = {
         "runs": runs,
         "plain_job_p50_ms": round(pct(plain, 50), 1), "plain_job_p95_ms": round(pct(plain, 95), 1),
+        "simulated_run_job_p50_ms": round(pct(simulated, 50), 1),
         "grade_training_loop_p50_ms": round(pct(graded, 50), 1),
         "grade_training_loop_p95_ms": round(pct(graded, 95), 1),
         "grade_training_loop_mean_ms": round(statistics.fmean(graded), 1),

@@ -74,7 +74,7 @@ class Devices:
         """The label of a tensor placed on `device` ("cuda:1"); ints name the build's accelerator."""
         if isinstance(device, int) and not isinstance(device, bool):
             return f"{self.host.accelerator or 'cuda'}:{device}"
-        d = device if isinstance(device, _REAL_DEVICE) else torch.device(device)
+        d = device if isinstance(device, _REAL_DEVICE) else _REAL_DEVICE(device)
         if d.type == "cpu":
             return "cpu"
         index = d.index if d.index is not None else (self.current if d.type == "cuda" else 0)

@@ -28,6 +28,7 @@ DEVICE_QUERIES = [("torch.cuda", "is_available"), ("torch.cuda", "device_count")
                   ("torch.backends.mps", "is_available"), ("torch.mps", "is_available"),
                   ("torch.accelerator", "is_available"), ("torch.accelerator", "device_count"),
                   ("torch.accelerator", "current_accelerator")]
+_SIGNATURES: dict = {}  # Tensor.backward's and torch.autograd.backward's, read once
 _MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, "torch.mps": torch.mps,
             "torch.accelerator": torch.accelerator}
 
@@ -144,7 +145,8 @@ class Hooks:
         from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
         from torch.autograd.graph import _engine_run_backward
 
-        bound = inspect.signature(func).bind(*args, **kwargs).arguments
+        signature = _SIGNATURES.get(func) or _SIGNATURES.setdefault(func, inspect.signature(func))
+        bound = signature.bind(*args, **kwargs).arguments
         tensors = bound.get("self", bound.get("tensors"))
         tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
         inputs = bound.get("inputs")

@@ -44,20 +44,22 @@ class DeviceStats:
         self.allocated = {"small_pool": 0, "large_pool": 0}
         self.reserved = {"small_pool": 0, "large_pool": 0}
         self.counts = {"small_pool": 0, "large_pool": 0}
-        self.peak_allocated = self.peak_reserved = 0
+        self.current_allocated = self.peak_allocated = self.peak_reserved = 0
         self.total_allocated = self.total_freed = self.num_allocs = self.num_frees = 0
 
     def allocate(self, size: int) -> None:
-        pool = pool_of(size)
+        pool = "small_pool" if size <= SMALL else "large_pool"
         self.allocated[pool] += size
         self.counts[pool] += 1
         self.total_allocated += size
         self.num_allocs += 1
+        self.current_allocated += size
+        if self.current_allocated > self.peak_allocated:
+            self.peak_allocated = self.current_allocated
         free = self.reserved[pool] - self.allocated[pool]
         if free < 0:  # the pool needs a new segment
             self.reserved[pool] += self._segment(size, -free)
-        self.peak_allocated = max(self.peak_allocated, self.current_allocated)
-        self.peak_reserved = max(self.peak_reserved, self.current_reserved)
+            self.peak_reserved = max(self.peak_reserved, self.current_reserved)
 
     @staticmethod
     def _segment(size: int, missing: int) -> int:
@@ -69,6 +71,7 @@ class DeviceStats:
 
     def free(self, size: int) -> None:
         pool = pool_of(size)
+        self.current_allocated -= size
         self.allocated[pool] -= size
         self.counts[pool] -= 1
         self.total_freed += size
@@ -82,10 +85,6 @@ class DeviceStats:
 
     def reset_peaks(self) -> None:
         self.peak_allocated, self.peak_reserved = self.current_allocated, self.current_reserved
-
-    @property
-    def current_allocated(self) -> int:
-        return sum(self.allocated.values())
 
     @property
     def current_reserved(self) -> int:
@@ -139,9 +138,8 @@ class Memory:
         if not label.startswith("cuda:"):
             self.untrack(t)
             return
-        with torch._C.DisableTorchFunction():
-            storage = t.untyped_storage()
-            key, nbytes = storage.data_ptr(), storage.nbytes()
+        storage = t.untyped_storage()  # inside the tracer's mode, or a cheap trip through its fast path
+        key, nbytes = storage.data_ptr(), storage.nbytes()
         counted = t.__dict__.get("_pt_mem")
         if counted is not None:
             if counted[0] == key and self._owns(t, counted):
@@ -151,8 +149,9 @@ class Memory:
             return  # an empty tensor holds no memory
         entry = self.live.get(key)
         if entry is None:
-            entry = self.live[key] = [int(label[5:]), block_size(nbytes), 0, label]
-            self.device(entry[0]).allocate(entry[1])
+            index = int(label[5:])
+            entry = self.live[key] = [index, block_size(nbytes), 0, label]
+            (self.stats.get(index) or self.device(index)).allocate(entry[1])
         entry[2] += 1
         ref = _Ref(t, self._dropped)
         ref.key = key

@@ -151,7 +151,7 @@ class Tracer(Hooks, Simulation):
         if not setting and self.simulated and isinstance(t, torch.Tensor):
             label = t.__dict__.get("_pt_dev")
             if attr == "device" and label:
-                return torch.device(label)
+                return _device_object(label)
             if attr in ("is_cuda", "is_mps", "is_cpu") and label:
                 return label.startswith(attr[3:])
         out = func(*args)
@@ -259,6 +259,17 @@ class Tracer(Hooks, Simulation):
                 "steps": self.steps,
                 "forwards": self.forwards, "batches": self.batches, "ops": ops,
                 "first_placement": self.first_placement}
+
+
+_DEVICE_OBJECTS: dict[str, torch.device] = {}
+
+
+def _device_object(label: str) -> torch.device:
+    """The torch.device a label names (made once: `.device` is read in every loop)."""
+    device = _DEVICE_OBJECTS.get(label)
+    if device is None:
+        device = _DEVICE_OBJECTS[label] = torch._C.device(label)
+    return device
 
 
 class PlacementMode(TorchFunctionMode):
