@@ -80,12 +80,6 @@ class ProbeAPI:
         return self.availability.scenario(Host(**{**self.host.__dict__, "build": build,
                                                   "gpus": gpus if build == "cuda" else 0, "mps": mps}))
 
-    def sync_count(self) -> int:
-        """How often the host has waited for the GPU so far (synchronize() calls and blocking copies)."""
-        from app.sandbox.harness.streams import CLOCK
-
-        return CLOCK.count
-
     def host_copy(self, t: torch.Tensor) -> torch.Tensor:
         """A detached host copy of t for comparing values (never recorded as the learner's move)."""
         with torch._C.DisableTorchFunction():
