@@ -235,7 +235,11 @@ class CudaRuntime:
         patches.set(torch.cuda, "_CudaDeviceProperties", CudaDeviceProperties)
         patches.set(torch.cuda, "default_generators", torch.cuda.default_generators)
         patches.set(torch.cuda.nvtx, "_nvtx", _NvtxNoOps())
-        patches.set(torch.version, "cuda", self.devices.host.cuda_version)
+        # a CUDA wheel (a GPU host's CPU pool) keeps its own version; the CPU-only wheel gets the simulated one
+        patches.set(torch.version, "cuda", torch.version.cuda or self.devices.host.cuda_version)
+        # the device count comes from the simulated host, never from NVML asking the real machine
+        patches.set(torch.cuda, "_device_count_nvml", lambda: -1)
+        patches.set(torch.cuda, "_raw_device_count_nvml", lambda: -1)
         cudnn = torch.backends.cudnn.m  # the module behind torch.backends.cudnn's flag properties
         patches.set(cudnn, "_init", lambda: True)
         patches.set(cudnn, "__cudnn_version", CUDNN_VERSION)
