@@ -135,3 +135,20 @@ def test_mocked_two_gpus_are_distinct_devices_that_refuse_to_mix():
     assert report["outcome"]["exception"]["message"] == (
         "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!")
     assert report["trace"]["events"]["mismatch"][0]["line"] == 5
+
+
+def test_mocked_gpu_unsimulated_cuda_apis_say_so_in_one_line():
+    code = ("import torch\nfor call in (lambda: torch.cuda.CUDAGraph(), torch.cuda.memory_snapshot,\n"
+            "             lambda: torch.cuda.utilization(0)):\n"
+            "    try:\n        call()\n    except RuntimeError as exc:\n        print(type(exc).__name__, exc)\n")
+    read, write = os.pipe()
+    payload = {"code": code, "filename": "main.py", "mode": "run", "host": DEFAULT_HOST.payload(), "grade": None}
+    with subprocess.Popen([sys.executable, "-c", DRIVER, str(write)], cwd=ROOT, pass_fds=(write,),
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        os.close(write)
+        os.close(read)
+        out, err = proc.communicate(json.dumps(payload).encode(), timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().splitlines() == [
+        f"NotSimulatedError not simulated on this CPU-only host: torch.cuda.{api}; it works on a real GPU"
+        for api in ("CUDAGraph", "memory_snapshot", "utilization")]

@@ -272,7 +272,7 @@ class Patches:
 
 
 def _generator() -> torch.Generator:
-    g = torch.Generator()
+    g = torch._C.Generator()
     g.manual_seed(DEFAULT_SEED)
     return g
 

@@ -40,6 +40,8 @@ EVENT_NOT_RECORDED = "Both events must be recorded before calculating elapsed ti
 class NotSimulatedError(RuntimeError):
     """A CUDA API the simulated host does not reproduce; on a real GPU it works."""
 
+    __module__ = "builtins"  # tracebacks print `NotSimulatedError: ...`, not the harness's module path
+
     def __init__(self, api: str):
         super().__init__(f"not simulated on this CPU-only host: {api}; it works on a real GPU")
         self.api = api

@@ -65,6 +65,24 @@ class _LegacyType(type):
                                 "device='cuda'))")
 
 
+_REAL_GENERATOR = torch.Generator
+
+
+class _GeneratorType(type):
+    """torch.Generator: host generators as before; one for a simulated GPU refuses in one line."""
+
+    def __call__(cls, device="cpu"):
+        if torch._C.device(device).type == "cuda":
+            raise NotSimulatedError("torch.Generator(device='cuda') (seed the GPU with torch.cuda.manual_seed)")
+        return _REAL_GENERATOR(device)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _REAL_GENERATOR)
+
+    def __getattr__(cls, name):
+        return getattr(_REAL_GENERATOR, name)
+
+
 def install(patches) -> None:
     """Put the stand-ins in place."""
     for dotted, name in NOT_SIMULATED:
@@ -75,3 +93,4 @@ def install(patches) -> None:
     for name in _LEGACY_TYPES:
         patches.set(torch.cuda, name, _LegacyType(name, (), {"dtype": _DTYPES[name]}))
     patches.set(torch.cuda, "is_current_stream_capturing", lambda: False)
+    patches.set(torch, "Generator", _GeneratorType("Generator", (), {"__module__": "torch"}))
