@@ -11,10 +11,13 @@ package before forking, so the child never needs to read project files (which it
     cuda_runtime.py  torch._C's CUDA entry points, simulated: device selection, properties, memory stats
     streams.py       torch.cuda.Stream / Event on simulated GPUs
     memory.py        per-GPU memory counted from the simulated tensors' storage
-    placement.py     the tracer (a TorchFunctionMode plus module, optimizer and DataLoader hooks)
+    placement.py     the tracer: a TorchFunctionMode that records facts ...
+    hooks.py         ... and its module, optimizer, DataLoader and device-question hooks
     simulation.py    logical device labels: GPUs on a host without one
     autocast.py      torch.autocast("cuda") casts for simulated GPU tensors
     checkpoints.py   torch.save / torch.load (map_location) of simulated GPU tensors
+    parallel.py      nn.DataParallel's copies between simulated GPUs
+    unsimulated.py   the CUDA APIs that say, in one line, that they are not simulated
     wording.py       torch 2.13's own words for a device mismatch (from cuda_device_checks.json)
     messages.py      torch's other error texts, and the line for what is not simulated
 """
