@@ -143,6 +143,19 @@ def test_schema_refuses_duplicate_ids_and_unknown_limits(tmp_path):
         load_exercise(tmp_path / "x")
 
 
+def test_exercise_asks_for_simulated_gpus_within_bounds_and_its_job_carries_them():
+    good = yaml.safe_load((ROOT / "exercises/same-device/exercise.yaml").read_text())
+    assert ExerciseSpec.model_validate(good).gpus == 1
+    for bad in (0, 9, "two"):
+        with pytest.raises(ValueError, match="gpus"):
+            ExerciseSpec.model_validate({**good, "gpus": bad})
+    ex = _exercise()
+    two = ex.model_copy(update={"spec": ex.spec.model_copy(update={"gpus": 2})})
+    job, _ = build_job(two, "pass")
+    assert job.payload()["host"]["gpus"] == 2 and job.payload()["host"]["build"] == "cuda"
+    assert build_job(ex, "pass")[0].payload()["host"]["gpus"] == 1
+
+
 def test_read_expect():
     assert read_expect("# expect: same_device\nimport torch\n") == "same_device"
     assert read_expect("import torch\n") is None
