@@ -2,6 +2,7 @@
 
 from app.models.base import Base, UTCDateTime, utcnow
 from app.models.comment import Comment
+from app.models.password_reset import PasswordReset
 from app.models.progress import ExerciseProgress, Learner, LessonRead
 from app.models.submission import FINAL_STATUSES, STATUSES, Submission
 from app.models.user import ROLES, User
@@ -19,4 +20,5 @@ __all__ = [
     "STATUSES",
     "FINAL_STATUSES",
     "Comment",
+    "PasswordReset",
 ]

@@ -15,7 +15,8 @@ class Comment(Base):
     """A comment's body is Markdown as typed; it is rendered and sanitised on display, never stored as HTML.
 
     Deleting keeps the row (replies stay attached) but empties the body; `hidden` is an instructor's call and
-    keeps the body for instructors to see.
+    keeps the body for instructors to see. When the author's account is deleted the comment stays, with no
+    author ("deleted user"), so threads keep their shape.
     """
 
     __tablename__ = "comments"
@@ -23,7 +24,7 @@ class Comment(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     lesson_slug: Mapped[str] = mapped_column(String(100))
-    author_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    author_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("comments.id", ondelete="CASCADE"), index=True)
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -31,4 +32,4 @@ class Comment(Base):
     hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     deleted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
-    author: Mapped[User] = relationship(lazy="joined")
+    author: Mapped[User | None] = relationship(lazy="joined")

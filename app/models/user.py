@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, String
+from sqlalchemy import CheckConstraint, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, UTCDateTime, utcnow
@@ -25,6 +25,9 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16), default="learner")
     learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id"), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Every session cookie carries the version it was signed in under; a password change or "log out everywhere"
+    # raises it, and a cookie with an older one is signed out on its next request (app.web.identity).
+    session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     @property
     def is_instructor(self) -> bool:
