@@ -1,15 +1,22 @@
-"""Accounts: create, authenticate, promote. Functions take the session as a keyword and know nothing of HTTP."""
+"""Accounts: create, authenticate, promote, rename, change passwords, end sessions. Functions take the session as a
+keyword, know nothing of HTTP and leave committing to the caller.
+
+Sessions: every session cookie carries the account's `session_version` from when it signed in; raising the
+version (a password change, "log out everywhere", a password reset) ends every session that carries an older one
+(`app.web.identity` compares them on each request). The browser that asked gets the new version and stays in.
+"""
 
 from __future__ import annotations
 
 import re
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app import security
-from app.models import Learner, User
+from app.errors import Refusal
+from app.models import Learner, PasswordReset, User
 
 # a pragmatic shape check; deliverability is not our business and full RFC 5322 helps no one
 EMAIL_RE = re.compile(r"^[^@\s\x00-\x1f]+@[^@\s\x00-\x1f]+\.[^@\s\x00-\x1f]+$")
@@ -21,6 +28,13 @@ class EmailTaken(Exception):
 
 class UnknownUser(Exception):
     """No account with that email."""
+
+
+class AccountError(Refusal):
+    """A refused account change (a wrong current password): its HTTP status and what to do."""
+
+
+WRONG_PASSWORD = "The password is wrong: type the password you log in with now."
 
 
 def normalize_email(email: str) -> str:
@@ -68,6 +82,38 @@ def authenticate(session: Session, *, email: str, password: str) -> User | None:
     return user
 
 
+def rename(session: Session, *, user: User, display_name: str) -> User:
+    """Change the name shown beside the user's comments."""
+    user.display_name = display_name.strip()
+    return user
+
+
+def set_password(session: Session, *, user: User, password: str) -> User:
+    """Store a new password, end every session of the account and void its unused reset links."""
+    user.password_hash = security.hash_password(password)
+    unused = (PasswordReset.user_id == user.id) & PasswordReset.used_at.is_(None)
+    session.execute(delete(PasswordReset).where(unused))
+    return end_sessions(session, user=user)
+
+
+def change_password(session: Session, *, user: User, current_password: str, new_password: str) -> User:
+    """Replace the password after checking the current one; raise AccountError 403 if it is wrong."""
+    require_password(user, current_password)
+    return set_password(session, user=user, password=new_password)
+
+
+def end_sessions(session: Session, *, user: User) -> User:
+    """End every session of this account ("log out everywhere"); the caller re-signs the browser that asked."""
+    user.session_version = (user.session_version or 0) + 1
+    return user
+
+
+def require_password(user: User, password: str) -> None:
+    """Raise AccountError 403 unless this is the user's password (asked again before changing or deleting)."""
+    if not security.verify_password(user.password_hash, password):
+        raise AccountError(403, WRONG_PASSWORD)
+
+
 def set_role(session: Session, *, email: str, role: str) -> User:
     """Give the account with this email a role; raise UnknownUser if there is none."""
     user = find_by_email(session, email)
@@ -86,4 +132,10 @@ __all__ = [
     "create_user",
     "authenticate",
     "set_role",
+    "AccountError",
+    "rename",
+    "set_password",
+    "change_password",
+    "end_sessions",
+    "require_password",
 ]

@@ -6,10 +6,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import ROOT
+from app.mail import check_smtp_url
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -40,6 +41,9 @@ class Settings(BaseSettings):
     # requests per minute per client address; guessing passwords should be slow
     login_rate_limit: str = "10/minute"
     signup_rate_limit: str = "5/minute"
+    # requests per minute per client address, and mails per hour per account; each /forgot may send a mail
+    forgot_rate_limit: str = "5/minute"
+    forgot_mail_rate_limit: str = "3/hour"
     # submissions per minute per learner; a person rarely runs code more than once every few seconds
     submission_rate_limit: str = "30/minute"
     # characters; a comment is a message, not an essay
@@ -47,6 +51,16 @@ class Settings(BaseSettings):
     # bytes of one request body, refused with 413 before it is read; above the largest program as JSON
     # (sandbox_source_bytes, up to 6x when escaped) and the longest comment, far below what hurts memory
     max_body_bytes: int = 1 * MiB
+    # the site's address as people reach it (https://course.example.org); password reset links start with it.
+    # Empty: http://HOST:PORT. Never taken from a request's Host header, which the sender controls.
+    public_url: str = ""
+    # seconds a password reset link stays usable; long enough to read a mail, short enough to be useless later
+    reset_link_ttl_s: int = 3600
+    # where /forgot mails reset links: smtp://[user:password@]host[:port] (STARTTLS when the server offers it)
+    # or smtps://... (TLS from the start). Empty: no mail; `course users reset-link EMAIL` prints a link instead
+    smtp_url: str = ""
+    # the From: address of those mails
+    mail_from: str = "course@localhost"
 
     # --- runner (the queue in front of the sandbox)
     runner: Literal["local", "celery"] = "local"
@@ -92,6 +106,12 @@ class Settings(BaseSettings):
     # host), "none", or a comma list of NVML indices ("0,2"), MIG devices ("0:1") or UUIDs (GPU-..., MIG-...)
     gpu_devices: str | None = None
 
+    @field_validator("smtp_url")
+    @classmethod
+    def check_smtp_url(cls, value: str) -> str:
+        """Refuse a COURSE_SMTP_URL that names no SMTP server, at start-up rather than at the first mail."""
+        return check_smtp_url(value)
+
     @model_validator(mode="after")
     def check_secret(self) -> "Settings":
         """Refuse to run outside development (production, test) with the shipped secret: it signs sessions."""
@@ -102,6 +122,10 @@ class Settings(BaseSettings):
                 f"COURSE_ENV={self.env}"
             )
         return self
+
+    def site_url(self) -> str:
+        """Return the site's public base URL without a trailing slash (links in mails and the CLI use it)."""
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
 
 @lru_cache
