@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 from sqlalchemy.orm import Session
 
 from app import accounts
+from app.errors import Refusal
 from app.models import User
 from app.progress import merge_learners
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
@@ -25,10 +26,24 @@ BAD_LOGIN = "Email or password is incorrect."
 PASSWORD_MIN, PASSWORD_MAX = 8, 1024
 
 
+def _display_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("the display name is empty")
+    if any(ord(c) < 32 for c in value):
+        raise ValueError("the display name contains control characters")
+    return value
+
+
+DisplayName = Annotated[str, Field(min_length=1, max_length=80, description="Shown beside your comments."),
+                        AfterValidator(_display_name)]  # fmt: skip
+NewPassword = Annotated[str, Field(min_length=PASSWORD_MIN, max_length=PASSWORD_MAX)]
+Password = Annotated[str, Field(max_length=PASSWORD_MAX)]
+
+
 class SignupIn(BaseModel):
-    display_name: str = Field(min_length=1, max_length=80, description="Shown beside your comments.")
+    display_name: DisplayName
     email: str = Field(max_length=254)
-    password: str = Field(min_length=PASSWORD_MIN, max_length=PASSWORD_MAX)
+    password: NewPassword
 
     @field_validator("email")
     @classmethod
@@ -37,19 +52,10 @@ class SignupIn(BaseModel):
             raise ValueError("this does not look like an email address (name@example.org)")
         return value
 
-    @field_validator("display_name")
-    @classmethod
-    def name_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the display name is empty")
-        if any(ord(c) < 32 for c in value):
-            raise ValueError("the display name contains control characters")
-        return value
-
 
 class LoginIn(BaseModel):
     email: str = Field(max_length=254)
-    password: str = Field(max_length=PASSWORD_MAX)
+    password: Password
 
 
 class UserOut(BaseModel):
@@ -161,10 +167,12 @@ def _page(request: Request, name: str, status: int = 200, **ctx):
     return render(request, name, status_code=status, **ctx)
 
 
-def _errors(exc: Exception) -> list[str]:
+def form_errors(exc: Exception) -> list[str]:
     """Turn a refusal or a pydantic ValidationError into lines a person can act on."""
     if isinstance(exc, HTTPException):
         return [str(exc.detail)]
+    if isinstance(exc, Refusal):
+        return [exc.message]
     errors = exc.errors()  # type: ignore[attr-defined]
     return [f"{'.'.join(map(str, e['loc'])) or 'form'}: {e['msg']}" for e in errors]
 
@@ -187,7 +195,7 @@ def login_form(
         _login(request, session, LoginIn(email=email, password=password), learner)
     except (HTTPException, ValueError) as exc:
         status = exc.status_code if isinstance(exc, HTTPException) else 400
-        return _page(request, "auth/login.html", status, next=_safe_next(next), errors=_errors(exc), email=email)
+        return _page(request, "auth/login.html", status, next=_safe_next(next), errors=form_errors(exc), email=email)
     return RedirectResponse(_safe_next(next), status_code=303)
 
 
@@ -211,7 +219,7 @@ def signup_form(
         _signup(request, session, data, learner)
     except (HTTPException, ValueError) as exc:
         status = exc.status_code if isinstance(exc, HTTPException) else 400
-        ctx = {"next": _safe_next(next), "errors": _errors(exc), "email": email, "display_name": display_name}
+        ctx = {"next": _safe_next(next), "errors": form_errors(exc), "email": email, "display_name": display_name}
         return _page(request, "auth/signup.html", status, **ctx)
     return RedirectResponse(_safe_next(next), status_code=303)
 

@@ -3,6 +3,11 @@
 `IdentityMiddleware` runs inside Starlette's SessionMiddleware on every request and puts `request.state.user` (a
 User or None), `request.state.learner_id`, `request.state.csrf_token` and `request.state.new_visitor` where
 routes, dependencies and the first-visit page cache read them.
+
+A signed-in session holds the account's id (`uid`) and its session version (`sv`) from when it signed in. When
+the account's version has moved on (a password change, "log out everywhere", a reset) or the account is gone, the
+session is signed out on its next request, whatever the cookie's age: the cookie is signed, not revocable, and
+this check is what revokes it.
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ class IdentityMiddleware:
         user = None
         if "uid" in session and not scope["path"].startswith("/static/"):
             user = await anyio.to_thread.run_sync(_load_user, self.db, session["uid"])
-            if user is None:  # the account is gone: forget it, keep browsing anonymously
-                session.pop("uid", None)
-                session["learner_id"] = security.new_learner_id()
+            # a cookie from before session versions existed carries none: it counts as version 0
+            if user is None or user.session_version != session.get("sv", 0):
+                # the account is gone or this session was ended elsewhere: browse on as a new anonymous learner
+                _forget(session)
+                user = None
             else:
                 session["learner_id"] = user.learner_id
         state = scope.setdefault("state", {})
@@ -59,9 +66,16 @@ class IdentityMiddleware:
         await self.app(scope, receive, send)
 
 
+def _forget(session: dict) -> None:
+    session.clear()
+    session["learner_id"] = security.new_learner_id()
+    session["csrf"] = security.new_csrf_token()
+
+
 def sign_in(request: Request, user: User) -> None:
     """Put the user in the session, with a fresh CSRF token (a token seen before log-in is not reused)."""
     request.session["uid"] = user.id
+    request.session["sv"] = user.session_version
     request.session["learner_id"] = user.learner_id
     request.session["csrf"] = security.new_csrf_token()
     request.state.user = user
@@ -69,11 +83,15 @@ def sign_in(request: Request, user: User) -> None:
     request.state.csrf_token = request.session["csrf"]
 
 
+def keep_signed_in(request: Request, user: User) -> None:
+    """After the account's session version moved on, keep this browser signed in (its others are ended)."""
+    request.session["sv"] = user.session_version
+    request.state.user = user
+
+
 def sign_out(request: Request) -> None:
     """Forget the user: a new anonymous learner id and a new CSRF token."""
-    request.session.clear()
-    request.session["learner_id"] = security.new_learner_id()
-    request.session["csrf"] = security.new_csrf_token()
+    _forget(request.session)
     request.state.user = None
     request.state.learner_id = request.session["learner_id"]
     request.state.csrf_token = request.session["csrf"]
