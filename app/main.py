@@ -11,27 +11,35 @@ from starlette.middleware.sessions import SessionMiddleware
 from app.config import Settings, get_settings
 from app.db import Database
 from app.runner import make_runner
-from app.web import auth, comments, errors, exercises, lessons, page_cache, progress
+from app.web import account, auth, comments, errors, exercises, lessons, openapi_pages, page_cache, progress, reset
 from app.web.deps import make_limiter, open_database, require_csrf
 from app.web.forms import Utf8FormMiddleware
+from app.web.head import HeadAsGetMiddleware
+from app.web.headers import SecurityHeadersMiddleware
 from app.web.identity import SESSION_COOKIE, SESSION_MAX_AGE, IdentityMiddleware
 from app.web.limits import BodyLimitMiddleware
 from app.web.static import PublicStaticFiles
 from app.web.templating import make_templates
 
-ROUTERS = (lessons.router, auth.router, comments.router, progress.router, exercises.router)
+ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
+           exercises.router, openapi_pages.router)
 
 
 def middleware(settings: Settings, db: Database) -> list[Middleware]:
     """Return the middleware, outermost first. Each one relies on those above it:
 
-    1. BodyLimit: refuses an oversized body (413) before anything reads it.
-    2. Utf8Form: reads form bodies (within the limit) and refuses fields that are not UTF-8 (400).
-    3. Session: the signed cookie, which the identity below reads and writes.
-    4. Identity: learner id, CSRF token and user from the session; says whether the visitor is new.
-    5. FirstVisit: answers a new visitor's lesson page from the page cache, which needs 4's answer and token.
+    1. SecurityHeaders: CSP, nosniff, ... on every response, including the refusals of the ones below.
+    2. HeadAsGet: a HEAD goes on as a GET (everything below sees GET) and loses its body on the way back.
+    3. BodyLimit: refuses an oversized body (413) before anything reads it.
+    4. Utf8Form: reads form bodies (within the limit) and refuses fields that are not UTF-8 (400).
+    5. Session: the signed cookie, which the identity below reads and writes.
+    6. Identity: learner id, CSRF token and user from the session (signed out if the account's session version
+       moved on); says whether the visitor is new.
+    7. FirstVisit: answers a new visitor's lesson page from the page cache, which needs 6's answer and token.
     """
     return [
+        Middleware(SecurityHeadersMiddleware, production=settings.env == "production"),
+        Middleware(HeadAsGetMiddleware),
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
         Middleware(Utf8FormMiddleware),
         Middleware(SessionMiddleware, secret_key=settings.secret_key, session_cookie=SESSION_COOKIE,
@@ -62,8 +70,10 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         finally:
             await app.state.runner.stop()
 
+    # docs_url/redoc_url None: openapi_pages serves both without a CDN or inline script
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan, responses=errors.COMMON_RESPONSES,
-                  middleware=middleware(settings, db), dependencies=[Depends(require_csrf)])  # fmt: skip
+                  middleware=middleware(settings, db), dependencies=[Depends(require_csrf)], docs_url=None,
+                  redoc_url=None)  # fmt: skip
     app.state.settings = settings
     app.state.db = db
     app.state.course = course
@@ -74,6 +84,7 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     for error, handler in errors.HANDLERS.items():
         app.add_exception_handler(error, handler)
     app.mount("/static", PublicStaticFiles(directory=settings.static_dir), name="static")
+    app.mount(openapi_pages.ASSETS_URL, openapi_pages.assets(), name="openapi-assets")
     for router in ROUTERS:
         app.include_router(router)
     return app

@@ -10,8 +10,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from app.accounts import AccountError
 from app.comments import CommentError
 from app.errors import Refusal
+from app.password_reset import ResetLinkInvalid
 from app.runner.base import Busy, Rejected
 from app.submissions import Refused
 
@@ -51,6 +53,8 @@ async def method_not_allowed(request: Request, exc: HTTPException):
         match, _ = route.matches(request.scope)
         if match != Match.NONE:
             methods |= getattr(route, "methods", None) or set()
+    if "GET" in methods:  # app.web.head answers HEAD wherever GET is routed
+        methods.add("HEAD")
     allow = ", ".join(sorted(methods)) or (exc.headers or {}).get("Allow", "")
     detail = f"{request.method} is not allowed here; this address accepts {allow or 'no method'}."
     return await http_exception_handler(request, HTTPException(405, detail, headers={"Allow": allow}))
@@ -94,6 +98,8 @@ HANDLERS = {
     405: method_not_allowed,
     RequestValidationError: validation_error,
     CommentError: refusal,
+    AccountError: refusal,
+    ResetLinkInvalid: refusal,
     Refused: refusal,
     Rejected: rejected,
     Busy: busy,

@@ -270,8 +270,8 @@ def test_method_not_allowed_lists_every_method_the_address_takes(client, lesson)
     response = client.put(f"/api/lessons/{lesson}/comments", json={"body": "x"})
 
     assert response.status_code == 405
-    assert response.headers["allow"] == "GET, POST"
-    assert "accepts GET, POST" in detail(response)
+    assert response.headers["allow"] == "GET, HEAD, POST"
+    assert "accepts GET, HEAD, POST" in detail(response)
 
 
 # --- forms: fields that are not UTF-8 are refused, and nothing is stored or run -------------------------------
