@@ -1,14 +1,18 @@
 """Security headers on every response, from one middleware: the outermost one, so refusals made by the
 middleware below it (413, 400) and static files carry them too.
 
-The Content-Security-Policy is strict because the templates allow it: no inline script, no inline style, no
-`eval`, nothing from another origin. It is the second wall behind escaping and nh3 for the text learners write
-(comments, program output): a script that slipped through would not run. The API explorer pages (/docs, /redoc)
-get the same policy plus inline styles, which Swagger UI and ReDoc set from script; they load nothing from
-elsewhere (their files are served from /openapi-assets) and run no inline script.
+The Content-Security-Policy is strict because the templates allow it: no inline script, no `eval`, nothing from
+another origin, and no inline style except the one <style> element the code editor (CodeMirror) builds, which
+carries this response's nonce (`csp_nonce` in templates; a fresh one per response). It is the second wall behind
+escaping and nh3 for the text learners write (comments, program output): a script that slipped through would not
+run. The API explorers (/docs, /redoc) get the same policy with inline styles, which Swagger UI and ReDoc set from
+their scripts, and workers from blob: URLs (ReDoc's search); they load their files from this site
+(/openapi-assets) and run no inline script. ReDoc's "powered by" logo from its CDN stays blocked (it hides itself).
 """
 
 from __future__ import annotations
+
+import secrets
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -16,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 CSP = "; ".join([
     "default-src 'self'",
     "script-src 'self'",  # files of this origin only: no inline script, no eval
-    "style-src 'self'",
+    "style-src 'self' 'nonce-{nonce}'",
     "img-src 'self' data:",
     "object-src 'none'",
     "base-uri 'none'",
@@ -24,9 +28,13 @@ CSP = "; ".join([
     "form-action 'self'",
 ])  # fmt: skip
 # The API explorers build their layout with inline style elements (ReDoc) and attributes (Swagger UI) from their
-# own bundled scripts; inline styles cannot run code, and the pages show nothing that learners wrote.
-DOCS_CSP = CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
+# own bundled scripts; inline styles cannot run code, and these pages show nothing that learners wrote. (No nonce
+# here: a nonce in the directive would make browsers ignore 'unsafe-inline'.)
+DOCS_CSP = CSP.replace("style-src 'self' 'nonce-{nonce}'", "style-src 'self' 'unsafe-inline'") + \
+    "; worker-src 'self' blob:"
 DOCS_PATHS = frozenset({"/docs", "/redoc"})
+# bytes of randomness in a CSP nonce
+NONCE_BYTES = 16
 # Powerful features no page of the course uses: a script that got in could not ask for them either.
 PERMISSIONS_POLICY = ", ".join(f"{feature}=()" for feature in (
     "accelerometer", "autoplay", "camera", "display-capture", "encrypted-media", "geolocation", "gyroscope",
@@ -45,16 +53,24 @@ HEADERS = {
 }
 
 
-def security_headers(path: str, *, production: bool) -> dict[str, str]:
+def content_security_policy(path: str, nonce: str) -> str:
+    """Return the Content-Security-Policy for a response to `path` whose style element carries `nonce`."""
+    return DOCS_CSP if path in DOCS_PATHS else CSP.format(nonce=nonce)
+
+
+def security_headers(path: str, *, nonce: str, production: bool) -> dict[str, str]:
     """Return the security headers for a response to `path`."""
-    headers = {"Content-Security-Policy": DOCS_CSP if path in DOCS_PATHS else CSP, **HEADERS}
+    headers = {"Content-Security-Policy": content_security_policy(path, nonce), **HEADERS}
     if production:
         headers["Strict-Transport-Security"] = f"max-age={HSTS_MAX_AGE_S}"
     return headers
 
 
 class SecurityHeadersMiddleware:
-    """Add the security headers to every HTTP response (CSP, nosniff, frame and referrer rules, COOP, HSTS)."""
+    """Add the security headers to every HTTP response (CSP, nosniff, frame and referrer rules, COOP, HSTS).
+
+    Each request gets a fresh nonce in `scope["state"]["csp_nonce"]`, which templates put on the page.
+    """
 
     def __init__(self, app: ASGIApp, production: bool) -> None:
         self.app = app
@@ -63,7 +79,9 @@ class SecurityHeadersMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        extra = security_headers(scope["path"], production=self.production)
+        nonce = secrets.token_urlsafe(NONCE_BYTES)
+        scope.setdefault("state", {})["csp_nonce"] = nonce
+        extra = security_headers(scope["path"], nonce=nonce, production=self.production)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -76,7 +76,7 @@ async def show_lesson(slug: str, request: Request):
         cache: page_cache.PageCache = request.app.state.page_cache
         render_shared = lambda: anyio.to_thread.run_sync(_first_visit_html, request, course, lesson)  # noqa: E731
         page = await cache.page((id(course), lesson.slug), render_shared)
-        return page.response(request.state.csrf_token)
+        return page.response(request.state.csrf_token, getattr(request.state, "csp_nonce", ""))
     return await anyio.to_thread.run_sync(_lesson_response, request, course, lesson)
 
 
@@ -112,10 +112,11 @@ def _first_visit_html(request: Request, course: Course, lesson: Lesson) -> str:
     with request.app.state.db.session() as session:
         context = lesson_context(session, request, course, lesson)
     token, request.state.csrf_token = request.state.csrf_token, page_cache.PLACEHOLDER
+    nonce, request.state.csp_nonce = getattr(request.state, "csp_nonce", ""), page_cache.NONCE_PLACEHOLDER
     try:
         return render_text(request, "lessons/lesson.html", **context)
     finally:
-        request.state.csrf_token = token
+        request.state.csrf_token, request.state.csp_nonce = token, nonce
 
 
 @router.get("/healthz", name="healthz")

@@ -27,23 +27,26 @@ from app.models import Comment
 
 # seconds a cached page may lag behind a comment written by another web worker
 TTL_S = 2.0
-# An unguessable placeholder, so no lesson text can contain it by accident.
+# Unguessable placeholders, so no lesson text can contain them by accident.
 PLACEHOLDER = "csrf-placeholder-" + secrets.token_hex(16)
+NONCE_PLACEHOLDER = "nonce-placeholder-" + secrets.token_hex(16)
 
 
 class CachedPage:
-    """A rendered page split around its CSRF placeholder, kept as bytes so serving it is one join."""
+    """A rendered page with placeholders for the visitor's CSRF token and the response's CSP nonce, kept as
+    bytes so serving it is two replacements."""
 
     def __init__(self, html: str) -> None:
-        self.parts = html.encode("utf-8").split(PLACEHOLDER.encode())
+        self.body = html.encode("utf-8")
         self.born = time.monotonic()
 
     def fresh(self) -> bool:
         return time.monotonic() - self.born <= TTL_S
 
-    def response(self, csrf_token: str) -> Response:
-        """Return the page as an HTML response carrying this visitor's CSRF token."""
-        return Response(csrf_token.encode().join(self.parts), media_type="text/html; charset=utf-8")
+    def response(self, csrf_token: str, nonce: str) -> Response:
+        """Return the page as an HTML response carrying this visitor's CSRF token and this response's nonce."""
+        body = self.body.replace(PLACEHOLDER.encode(), csrf_token.encode())
+        return Response(body.replace(NONCE_PLACEHOLDER.encode(), nonce.encode()), media_type="text/html; charset=utf-8")
 
 
 class PageCache:
@@ -118,5 +121,6 @@ class FirstVisitMiddleware:
                 app_state = scope["app"].state
                 page = app_state.page_cache.fresh((id(app_state.course), path[len(self.PREFIX):]))
                 if page is not None:
-                    return await page.response(state["csrf_token"])(scope, receive, send)
+                    response = page.response(state["csrf_token"], state.get("csp_nonce", ""))
+                    return await response(scope, receive, send)
         await self.app(scope, receive, send)

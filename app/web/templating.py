@@ -30,6 +30,11 @@ def csrf_token(request: Request) -> str:
     return getattr(request.state, "csrf_token", "") or ""
 
 
+def csp_nonce(request: Request) -> str:
+    """Return this response's Content-Security-Policy nonce (app.web.headers), or "" without that middleware."""
+    return getattr(request.state, "csp_nonce", "") or ""
+
+
 @lru_cache(maxsize=128)
 def _digest(path: Path, mtime: float) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:10]
@@ -80,7 +85,7 @@ def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Ji
     reload = settings.env != "production" if auto_reload is None else auto_reload
     env = Environment(loader=FileSystemLoader(str(settings.templates_dir)), autoescape=select_autoescape(default=True),
                       auto_reload=reload)  # fmt: skip
-    env.globals.update(current_user=current_user, csrf_token=csrf_token,
+    env.globals.update(current_user=current_user, csrf_token=csrf_token, csp_nonce=csp_nonce,
                        asset=AssetUrls(settings.static_dir, frozen=not reload))  # fmt: skip
     env.filters.update(markdown=markdown_filter, highlight=highlight_filter)
     return Jinja2Templates(env=env)

@@ -16,7 +16,9 @@ const theme = EditorView.theme({
   ".cm-content": { padding: "6px 0" },
 });
 
-/** Replace a textarea with a Python editor; return a handle the page script uses. */
+/** Replace a textarea with a Python editor; return a handle the page script uses.
+ *  options.nonce: the page's CSP nonce; CodeMirror puts its styles in one <style> element, which a strict
+ *  Content-Security-Policy blocks unless that element carries the nonce. */
 function create(textarea, options = {}) {
   let runHandler = null;
   const runKeys = Prec.highest(keymap.of([
@@ -37,6 +39,7 @@ function create(textarea, options = {}) {
         runKeys, basicSetup, syntaxHighlighting(classHighlighter), keymap.of([indentWithTab]), python(),
         indentUnit.of("    "),
         EditorState.tabSize.of(4), theme, syncTextarea,
+        ...(options.nonce ? [EditorView.cspNonce.of(options.nonce)] : []),
         // tabindex: the editable area is a keyboard stop even where the editor scrolls (axe: scrollable-region-focusable)
         EditorView.contentAttributes.of({
           "aria-label": textarea.getAttribute("aria-label") || "Code editor", tabindex: "0",

@@ -23,6 +23,12 @@
     running: "Running…",
   };
 
+  // This response's CSP nonce (base.html): the editor's one <style> element must carry it to be applied.
+  function cspNonce() {
+    const meta = document.querySelector('meta[name="csp-nonce"]');
+    return meta ? meta.nonce : "";
+  }
+
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -77,7 +83,7 @@
       this.starter = starter ? JSON.parse(starter.textContent) : textarea.defaultValue;
       this.draftKey = `course:draft:${this.slug}`;
       this.editor = window.CourseEditor
-        ? window.CourseEditor.create(textarea, { onChange: (code) => this.saveDraft(code) })
+        ? window.CourseEditor.create(textarea, { onChange: (code) => this.saveDraft(code), nonce: cspNonce() })
         : textareaEditor(textarea);
       if (!window.CourseEditor) textarea.addEventListener("input", () => this.saveDraft(textarea.value));
       this.output = root.querySelector(".exercise-output");
