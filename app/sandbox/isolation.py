@@ -11,6 +11,7 @@ import ctypes
 import errno
 import os
 import resource
+import site
 import socket
 import stat
 import sys
@@ -73,11 +74,13 @@ def prctl(option: int, arg: int) -> None:
 # ------------------------------------------------------------------------------------------------ the root
 @dataclass
 class RootPlan:
-    """What the job's read-only root contains: directories bound from the host at the same path, files, links."""
+    """What the job's read-only root contains: directories bound from the host at the same path, files, links, and
+    directories inside those that the job sees empty (`hidden`)."""
 
     dirs: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     links: dict[str, str] = field(default_factory=dict)
+    hidden: list[str] = field(default_factory=list)
 
 
 def _covered(path: str, dirs: list[str]) -> bool:
@@ -105,7 +108,20 @@ def plan_root() -> RootPlan:
         elif os.path.isdir(name) and not _covered(name, plan.dirs):
             plan.dirs.append(name)
     plan.files = [f for f in ETC_FILES if os.path.isfile(f)]
+    plan.hidden = base_site_packages(plan.dirs, needed=wanted)
     return plan
+
+
+def base_site_packages(dirs: list[str], needed: list[str]) -> list[str]:
+    """Return the base interpreter's site-packages folders that the root would show: the job needs the base's
+    standard library, not the host's unrelated packages (the venv has its own). A folder holding something
+    `needed` (the venv, a library the server has mapped) stays visible."""
+    hidden = []
+    for path in site.getsitepackages([sys.base_prefix]):
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and _covered(real, dirs) and not any(_covered(d, [real]) for d in needed):
+            hidden.append(real)
+    return sorted(set(hidden))
 
 
 def _bind_ro(src: str, dst: str) -> None:
@@ -159,6 +175,8 @@ def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tup
     for f in plan.files:
         _touch(new + f)
         _bind_ro(f, new + f)
+    for d in plan.hidden:  # an empty, read-only tmpfs over it
+        mount("tmpfs", new + d, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
     for link, target in plan.links.items():
         os.makedirs(os.path.dirname(new + link), exist_ok=True)
         os.symlink(target, new + link)
