@@ -29,6 +29,8 @@ ALLOWED_TAGS = {
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 LINK_REL = "nofollow noopener ugc"
+# who wrote a comment whose author deleted their account
+DELETED_USER = "deleted user"
 
 
 class CommentError(Refusal):
@@ -210,6 +212,7 @@ def permissions(comment: Comment, viewer: User | None) -> dict[str, bool]:
 
 __all__ = [
     "PER_PAGE",
+    "DELETED_USER",
     "CommentError",
     "Thread",
     "render_markdown",

@@ -1,10 +1,11 @@
-"""`course users create|promote`: make accounts from the command line (the first instructor starts here)."""
+"""`course users create|promote|reset-link`: make accounts from the command line (the first instructor starts
+here) and hand out password reset links where the site sends no mail."""
 
 from __future__ import annotations
 
 import click
 
-from app import accounts
+from app import accounts, password_reset
 from app.config import get_settings
 from app.db import Database
 
@@ -66,3 +67,24 @@ def promote(email: str, demote: bool) -> None:
         raise click.ClickException(f"no account for {email}; create it with `course users create {email}`")
     finally:
         db.dispose()
+
+
+@users.command("reset-link")
+@click.argument("email")
+def reset_link(email: str) -> None:
+    """Print a one-time link that lets the owner of EMAIL choose a new password (it expires; see
+    COURSE_RESET_LINK_TTL_S). Send it to them yourself; only a hash of it is stored."""
+    settings = get_settings()
+    db = Database(settings.database_url)
+    try:
+        with db.session(write=True) as session:
+            user = accounts.find_by_email(session, email)
+            if user is None:
+                raise click.ClickException(f"no account for {email}; `course users create {email}` makes one")
+            token = password_reset.issue_token(session, user=user, ttl_s=settings.reset_link_ttl_s)
+            session.commit()
+    finally:
+        db.dispose()
+    minutes = settings.reset_link_ttl_s // 60
+    click.echo(password_reset.reset_url(settings.site_url(), token))
+    click.echo(f"(works once, for {minutes} minutes; any older link for {user.email} no longer works)", err=True)

@@ -28,8 +28,14 @@ CommentId = Annotated[int, Path(ge=1, le=MAX_ID, description="A comment's id.")]
 
 
 class AuthorOut(BaseModel):
-    id: int
+    id: int | None = Field(description="null once the author deleted their account (shown as \"deleted user\").")
     display_name: str
+
+    @classmethod
+    def of(cls, author: User | None) -> "AuthorOut":
+        if author is None:  # the account was deleted; the comment stays so its thread keeps its shape
+            return cls(id=None, display_name=comments.DELETED_USER)
+        return cls(id=author.id, display_name=author.display_name)
 
 
 class CommentOut(BaseModel):
@@ -56,7 +62,7 @@ class CommentOut(BaseModel):
             id=c.id,
             lesson=c.lesson_slug,
             parent_id=c.parent_id,
-            author=AuthorOut(id=c.author.id, display_name=c.author.display_name),
+            author=AuthorOut.of(c.author),
             body=c.body,
             html=comments.render_markdown(c.body) if not c.deleted else "",
             created_at=c.created_at,
