@@ -6,6 +6,7 @@ on a migrated SQLite file, TestClients with the lifespan running and their CSRF 
 Module-scoped apps: `site_client` (the real lessons), `fixture_client` (tests/fixtures/good), `live_app` (the
 real exercises and sandbox; `learner` is a fresh browser on it). A real server and browser: `live_server`,
 `live_site`, `chromium`, `browser_page`. A warm sandbox: `sandbox` (a BlockingRunner) and `sandbox_settings`.
+A mail server: `smtp_sink`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.helpers import (
     TEST_PASSWORD,
     Browsers,
     LiveServer,
+    SmtpSink,
     create_account,
     make_settings,
     small_course,
@@ -199,6 +201,13 @@ def browser_page(chromium):
     page.on("pageerror", lambda err: page.console_errors.append(str(err)))
     yield page
     context.close()
+
+
+@pytest.fixture
+def smtp_sink():
+    """A local SMTP server keeping what it receives (`.messages`); its address is `.url`."""
+    with SmtpSink() as sink:
+        yield sink
 
 
 # --- a warm sandbox ---------------------------------------------------------------------------------------------

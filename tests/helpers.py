@@ -143,3 +143,29 @@ def parse_sse(text: str) -> list[tuple[str, dict]]:
             events.append((fields["event"], json.loads(fields["data"])))
     return events
 
+
+
+class SmtpSink:
+    """A real SMTP server on 127.0.0.1 (aiosmtpd) that keeps every mail it receives; `.url` for COURSE_SMTP_URL."""
+
+    def __init__(self) -> None:
+        from aiosmtpd.controller import Controller
+
+        self.messages: list = []  # email.message.EmailMessage, in the order received
+        self.port = _free_port()
+        self.url = f"smtp://127.0.0.1:{self.port}"
+        self.controller = Controller(self, hostname="127.0.0.1", port=self.port)
+
+    async def handle_DATA(self, server, session, envelope) -> str:  # aiosmtpd's handler hook
+        import email
+        from email import policy
+
+        self.messages.append(email.message_from_bytes(envelope.content, policy=policy.default))
+        return "250 Message accepted"
+
+    def __enter__(self) -> SmtpSink:
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.controller.stop()

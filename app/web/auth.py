@@ -34,7 +34,11 @@ def _display_name(value: str) -> str:
     return value
 
 
-DisplayName = Annotated[str, Field(min_length=1, max_length=80, description="Shown beside your comments."),
+# what _display_name accepts, documented in the schema so API clients (and the fuzzer) know it; the validator
+# enforces it, with messages a person can act on
+DISPLAY_NAME_PATTERN = r"^[^\x00-\x1f]*[^\x00-\x1f\s][^\x00-\x1f]*$"
+DisplayName = Annotated[str, Field(min_length=1, max_length=80, description="Shown beside your comments.",
+                                   json_schema_extra={"pattern": DISPLAY_NAME_PATTERN}),
                         AfterValidator(_display_name)]  # fmt: skip
 NewPassword = Annotated[str, Field(min_length=PASSWORD_MIN, max_length=PASSWORD_MAX)]
 Password = Annotated[str, Field(max_length=PASSWORD_MAX)]

@@ -8,6 +8,7 @@ escaping and nh3 for the text learners write (comments, program output): a scrip
 run. The API explorers (/docs, /redoc) get the same policy with inline styles, which Swagger UI and ReDoc set from
 their scripts, and workers from blob: URLs (ReDoc's search); they load their files from this site
 (/openapi-assets) and run no inline script. ReDoc's "powered by" logo from its CDN stays blocked (it hides itself).
+The site's own SVG files (the lessons' figures) may use their inline <style> when opened on their own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ CSP = "; ".join([
 DOCS_CSP = CSP.replace("style-src 'self' 'nonce-{nonce}'", "style-src 'self' 'unsafe-inline'") + \
     "; worker-src 'self' blob:"
 DOCS_PATHS = frozenset({"/docs", "/redoc"})
+# The lessons' figures (static/figures/*.svg) style themselves, light and dark, with a <style> element. Inside a
+# page they are images, which the page's policy does not reach; opened on their own they are documents with this
+# policy, and their own, fixed styles may apply.
+SVG_CSP = CSP.replace("style-src 'self' 'nonce-{nonce}'", "style-src 'self' 'unsafe-inline'")
 # bytes of randomness in a CSP nonce
 NONCE_BYTES = 16
 # Powerful features no page of the course uses: a script that got in could not ask for them either.
@@ -55,7 +60,11 @@ HEADERS = {
 
 def content_security_policy(path: str, nonce: str) -> str:
     """Return the Content-Security-Policy for a response to `path` whose style element carries `nonce`."""
-    return DOCS_CSP if path in DOCS_PATHS else CSP.format(nonce=nonce)
+    if path in DOCS_PATHS:
+        return DOCS_CSP
+    if path.startswith("/static/") and path.endswith(".svg"):
+        return SVG_CSP
+    return CSP.format(nonce=nonce)
 
 
 def security_headers(path: str, *, nonce: str, production: bool) -> dict[str, str]:

@@ -100,3 +100,28 @@ def test_an_unmigrated_database_is_reported_at_start_up(settings, caplog):
     assert "course db upgrade" in caplog.text
     db.upgrade(settings.database_url)
     assert not db.pending_migrations(settings.database_url)
+
+
+def test_downgrading_0002_drops_the_comments_of_deleted_accounts_and_keeps_the_rest(settings):
+    """0001 cannot hold a comment without an author: those and the replies under them go, nothing else."""
+    db.upgrade(settings.database_url)
+    engine = db.make_engine(settings.database_url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO learners (id, created_at, last_activity_at) VALUES ('l1', '2026-01-01', "
+                          "'2026-01-01')"))
+        conn.execute(text("INSERT INTO users (id, display_name, email, password_hash, role, learner_id, created_at, "
+                          "session_version) VALUES (1, 'Ann', 'ann@example.org', 'x', 'learner', 'l1', "
+                          "'2026-01-01', 3)"))
+        for id_, author, parent in ((1, None, None), (2, 1, 1), (3, 1, None), (4, None, 3)):
+            conn.execute(text("INSERT INTO comments (id, lesson_slug, author_id, parent_id, body, created_at) "
+                              "VALUES (:id, 'alpha', :author, :parent, 'b', '2026-01-01')"),
+                         {"id": id_, "author": author, "parent": parent})
+    engine.dispose()
+    db.downgrade(settings.database_url, "0001")
+    engine = db.make_engine(settings.database_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT id FROM comments ORDER BY id")).scalars().all() == [3]
+        assert "session_version" not in {c["name"] for c in inspect(conn).get_columns("users")}
+        assert "password_resets" not in inspect(conn).get_table_names()
+    engine.dispose()
+    db.upgrade(settings.database_url)

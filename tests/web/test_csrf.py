@@ -24,7 +24,11 @@ def unsafe_routes(app) -> list[tuple[str, str]]:
 def test_the_walk_finds_the_accounts_routes(app):
     routes = unsafe_routes(app)
     for expected in [("POST", "/api/auth/login"), ("POST", "/api/lessons/1/comments"), ("DELETE", "/api/comments/1"),
-                     ("PATCH", "/api/comments/1"), ("POST", "/api/lessons/1/read"), ("POST", "/logout")]:  # fmt: skip
+                     ("PATCH", "/api/comments/1"), ("POST", "/api/lessons/1/read"), ("POST", "/logout"),
+                     ("POST", "/api/account/profile"), ("POST", "/api/account/password"),
+                     ("POST", "/api/account/logout-all"), ("DELETE", "/api/account"), ("POST", "/account/profile"),
+                     ("POST", "/account/password"), ("POST", "/account/logout-all"), ("POST", "/account/delete"),
+                     ("POST", "/forgot"), ("POST", "/reset/1")]:  # fmt: skip
         assert expected in routes
 
 

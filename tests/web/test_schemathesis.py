@@ -4,8 +4,10 @@ checks: status codes, content types, response bodies and headers, valid data acc
 
 The app is the real one (real SQLite file, real sandbox runner started by the ASGI lifespan), and every request
 carries a signed-in learner's session cookie and CSRF token, so unsafe routes get past the CSRF check and the
-comment routes past 401. Starlette sessions are signed cookies: the fuzzer logging out or signing up never
-invalidates the cookie the next case sends. Half the generated path parameters are swapped for slugs and ids
+comment and account routes past 401. Starlette sessions are signed cookies: the fuzzer logging out or signing up
+never invalidates the cookie the next case sends; "log out everywhere" does (it raises the account's session
+version), so after such a case the version is put back and the cookie works again. The fuzzer never knows its own
+password, so it cannot change it or delete its account. Half the generated path parameters are swapped for slugs and ids
 that exist, so routes run past their 404 (a random slug is never a lesson): comments are posted, edited and
 deleted, and submissions run in the sandbox.
 """
@@ -21,6 +23,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 from schemathesis.python import asgi
+from sqlalchemy import update
 
 from app import comments, progress
 from app.config import Settings
@@ -158,4 +161,15 @@ def fuzzed_app(tmp_path_factory):
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 def test_api_answers_without_5xx_and_as_documented(case, fuzzed_app):
     identity = fuzzed_app.identity
-    case.call_and_validate(headers=identity.headers, cookies=identity.cookies)
+    try:
+        case.call_and_validate(headers=identity.headers, cookies=identity.cookies)
+    finally:
+        if case.operation.path == "/api/account/logout-all":
+            restore_session_version(fuzzed_app)
+
+
+def restore_session_version(app) -> None:
+    """Undo "log out everywhere" for the fuzzing learner, so the cookie every case sends signs in again."""
+    with app.state.db.session(write=True) as session:
+        session.execute(update(User).where(User.email == FUZZER_EMAIL).values(session_version=0))
+        session.commit()

@@ -1,0 +1,132 @@
+"""Security headers on every response, and HEAD answered like GET without a body: every GET route of app.routes
+is requested with slugs, ids and tokens that exist, so each answers as it does for a person (not a 404)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.routing import iter_route_contexts
+
+from app import password_reset, progress
+from app.models import User
+from app.submissions import error_verdict
+from app.web.headers import CSP, DOCS_CSP, HEADERS, HSTS_MAX_AGE_S, SVG_CSP
+from tests.helpers import make_settings
+
+PARAMETER = re.compile(r"\{([^}]+)\}")
+
+
+def get_routes(app) -> list[str]:
+    """Every path the app routes GET on (the JSON API, pages, forms' pages, the API explorers)."""
+    return sorted({route.path for route in iter_route_contexts(app.routes) if "GET" in (route.methods or set())})
+
+
+@pytest.fixture
+def visitor(app, signed_in_client):
+    """A signed-in learner with a finished submission and a reset link; `.values` fills each path parameter."""
+    browser = signed_in_client()
+    lesson = app.state.course.lessons[0].slug
+    exercise = sorted(app.state.course.exercises)[0]
+    with app.state.db.session(write=True) as session:
+        user = session.get(User, browser.user["id"])
+        sub = progress.record_submission(session, learner_id=user.learner_id, exercise_slug=exercise, code="print(1)")
+        progress.finish_submission(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
+        token = password_reset.issue_token(session, user=user, ttl_s=600)
+        session.commit()
+    browser.values = {"submission_id": sub.id, "token": token, "lesson": lesson, "exercise": exercise}
+    return browser
+
+
+def real_path(path: str, values: dict[str, str]) -> str:
+    """Put values that exist into a route's path parameters; fail for a parameter this test does not know yet."""
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name == "slug":
+            return values["exercise" if path.startswith("/api/exercises/") else "lesson"]
+        if name not in values:
+            pytest.fail(f"{path}: give the parameter {{{name}}} a value that exists in the `visitor` fixture")
+        return values[name]
+
+    return PARAMETER.sub(value, path)
+
+
+def expected_csp(path: str, header: str) -> str:
+    if path in ("/docs", "/redoc"):
+        return DOCS_CSP
+    nonce = re.search(r"'nonce-([^']+)'", header)
+    assert nonce, f"{path}: no nonce in {header}"
+    return CSP.format(nonce=nonce.group(1))
+
+
+def assert_security_headers(response, path: str, production: bool = False) -> None:
+    csp = response.headers.get("content-security-policy", "")
+    assert csp == expected_csp(path, csp), path
+    for name, value in HEADERS.items():
+        assert response.headers.get(name) == value, (path, name)
+    assert ("strict-transport-security" in response.headers) == production, path
+
+
+def test_the_walk_covers_pages_api_and_the_new_routes(app):
+    routes = get_routes(app)
+    for path in ("/", "/lessons/{slug}", "/healthz", "/account", "/api/account/export", "/forgot", "/reset/{token}",
+                 "/api/submissions/{submission_id}/events", "/docs", "/redoc", "/openapi.json"):  # fmt: skip
+        assert path in routes
+
+
+def test_every_get_route_answers_with_the_security_headers(app, visitor):
+    for route in get_routes(app):
+        path = real_path(route, visitor.values)
+        response = visitor.get(path, follow_redirects=False)
+        assert response.status_code == 200, (path, response.status_code, response.text[:300])
+        assert_security_headers(response, route)
+
+
+def test_head_answers_like_get_without_a_body_on_every_get_route(app, visitor):
+    for route in get_routes(app):
+        path = real_path(route, visitor.values)
+        got = visitor.get(path, follow_redirects=False)
+        head = visitor.head(path, follow_redirects=False)
+        assert head.status_code == got.status_code == 200, (path, head.status_code)
+        assert head.content == b"", path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+        if "content-length" in got.headers:  # a page's CSRF token and nonce change, not their lengths
+            assert head.headers["content-length"] == got.headers["content-length"], path
+        assert_security_headers(head, route)
+
+
+def test_head_of_a_new_visitors_cached_lesson_page_and_of_healthz(client, app):
+    lesson = app.state.course.lessons[0].slug
+    for path in ("/", f"/lessons/{lesson}", f"/lessons/{lesson}", "/healthz"):
+        response = client.head(path)
+        assert (response.status_code, response.content) == (200, b""), path
+        assert int(response.headers["content-length"]) > 0
+
+
+def test_refusals_static_files_and_figures_carry_them_too(client, app):
+    assert_security_headers(client.get("/no-such-page", headers={"accept": "text/html"}), "/no-such-page")
+    assert_security_headers(client.get("/api/no-such-thing"), "/api/no-such-thing")
+    big = client.post("/api/lessons/x/read", content=b"x" * (app.state.settings.max_body_bytes + 1))
+    assert big.status_code == 413
+    assert_security_headers(big, "/api/lessons/x/read")
+    assert_security_headers(client.get("/static/css/site.css"), "/static/css/site.css")
+    figure = client.get("/static/favicon.svg")
+    assert figure.headers["content-security-policy"] == SVG_CSP  # our own SVGs may use their <style>
+
+
+def test_head_on_a_post_only_route_is_refused_like_get(client):
+    response = client.head("/logout")
+    assert response.status_code == 405 and "POST" in response.headers["allow"]
+
+
+def test_production_adds_hsts(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    app = create_app(make_settings(tmp_path, migrate=True, env="production", secret_key="s" * 48))
+    with TestClient(app, base_url="https://testserver") as browser:
+        response = browser.get("/healthz")
+    assert response.headers["strict-transport-security"] == f"max-age={HSTS_MAX_AGE_S}"
+    assert_security_headers(response, "/healthz", production=True)
+    app.state.db.dispose()
