@@ -2,10 +2,12 @@
 middleware below it (413, 400) and static files carry them too.
 
 The Content-Security-Policy is strict because the templates allow it: no inline script, no `eval`, nothing from
-another origin, and no inline style except the one <style> element the code editor (CodeMirror) builds, which
-carries this response's nonce (`csp_nonce` in templates; a fresh one per response). It is the second wall behind
-escaping and nh3 for the text learners write (comments, program output): a script that slipped through would not
-run. The API explorers (/docs, /redoc) get the same policy with inline styles, which Swagger UI and ReDoc set from
+another origin, and no inline style element except the one the code editor (CodeMirror) builds, which carries
+this response's nonce (`csp_nonce` in templates; a fresh one per response). Style attributes are allowed: the
+browser's own editing of that editor writes them. It is the second wall behind escaping and nh3 for the text
+learners write (comments, program output): a script that slipped through would not run.
+
+The API explorers (/docs, /redoc) get the same policy with inline styles, which Swagger UI and ReDoc set from
 their scripts, and workers from blob: URLs (ReDoc's search); they load their files from this site
 (/openapi-assets) and run no inline script. ReDoc's "powered by" logo from its CDN stays blocked (it hides itself).
 The site's own SVG files (the lessons' figures) may use their inline <style> when opened on their own.
@@ -22,6 +24,10 @@ CSP = "; ".join([
     "default-src 'self'",
     "script-src 'self'",  # files of this origin only: no inline script, no eval
     "style-src 'self' 'nonce-{nonce}'",
+    # Chromium's own editing of the code editor (a contenteditable) writes style attributes when typed text replaces
+    # a selection of several lines; attributes run no code, nh3 strips them from comments, and with nothing loaded
+    # from elsewhere CSS cannot carry data away. Style elements still need the nonce.
+    "style-src-attr 'unsafe-inline'",
     "img-src 'self' data:",
     "object-src 'none'",
     "base-uri 'none'",

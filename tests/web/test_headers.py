@@ -130,3 +130,17 @@ def test_production_adds_hsts(tmp_path):
     assert response.headers["strict-transport-security"] == f"max-age={HSTS_MAX_AGE_S}"
     assert_security_headers(response, "/healthz", production=True)
     app.state.db.dispose()
+
+
+def test_templates_have_no_inline_script_style_or_handlers():
+    """The policy forbids inline script; style attributes are allowed only for the editor's sake, not used here."""
+    from app import ROOT
+
+    problems = []
+    for path in sorted((ROOT / "templates").rglob("*.html")):
+        html = re.sub(r"\{#.*?#\}", "", path.read_text(encoding="utf-8"), flags=re.S)  # Jinja comments
+        for tag in re.findall(r"<script\b[^>]*>", html):
+            if "src=" not in tag and 'type="application/json"' not in tag:  # JSON data blocks never run
+                problems.append(f"{path.name}: inline script {tag}")
+        problems += [f"{path.name}: {m}" for m in re.findall(r"<style\b|\sstyle=|\son[a-z]+=|javascript:", html)]
+    assert problems == []
