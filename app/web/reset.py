@@ -28,6 +28,7 @@ from app.web.templating import render
 log = logging.getLogger(__name__)
 router = APIRouter()
 NEW_PASSWORD = TypeAdapter(NewPassword)
+EMAIL_MAX = 254  # characters, as at sign-up
 ForgotLimit = Depends(rate_limit("forgot_rate_limit", "forgot", what="password reset requests from your address"))
 
 
@@ -46,16 +47,17 @@ def _mail_link(limiter: Limiter, db: Database, settings: Settings, email: str) -
 def forgot_page(request: Request):
     settings: Settings = request.app.state.settings
     return render(request, "auth/forgot.html", sent=False, mail_enabled=bool(settings.smtp_url),
-                  minutes=settings.reset_link_ttl_s // 60)  # fmt: skip
+                  minutes=max(1, settings.reset_link_ttl_s // 60))  # fmt: skip
 
 
 @router.post("/forgot", include_in_schema=False, dependencies=[ForgotLimit])
-def forgot_form(request: Request, tasks: BackgroundTasks, email: Annotated[str, Form(max_length=254)] = ""):
+def forgot_form(request: Request, tasks: BackgroundTasks, email: Annotated[str, Form()] = ""):
     settings: Settings = request.app.state.settings
-    if settings.smtp_url and accounts.EMAIL_RE.match(email.strip()):
+    # an address that cannot be an account's gets the same page, and nothing is looked up
+    if settings.smtp_url and len(email) <= EMAIL_MAX and accounts.EMAIL_RE.match(email.strip()):
         tasks.add_task(_mail_link, request.app.state.limiter, request.app.state.db, settings, email)
     return render(request, "auth/forgot.html", sent=True, mail_enabled=bool(settings.smtp_url),
-                  minutes=settings.reset_link_ttl_s // 60)  # fmt: skip
+                  minutes=max(1, settings.reset_link_ttl_s // 60))  # fmt: skip
 
 
 def _reset_page(request: Request, token: str, status: int = 200, errors: list[str] | None = None):
