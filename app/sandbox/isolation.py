@@ -152,7 +152,7 @@ def with_files(plan: RootPlan, paths: list[str]) -> RootPlan:
         real = os.path.realpath(path)
         if os.path.isfile(real) and not _covered(real, plan.dirs) and real not in files:
             files.append(real)
-    return RootPlan(dirs=list(plan.dirs), files=files, links=links)
+    return RootPlan(dirs=list(plan.dirs), files=files, links=links, hidden=list(plan.hidden))
 
 
 def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tuple[str, str]] = ()) -> None:

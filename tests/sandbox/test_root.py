@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from app.sandbox.isolation import base_site_packages, plan_root
+from app.runner import BlockingRunner
+from app.sandbox.isolation import base_site_packages, plan_root, with_files
+from tests.helpers import make_settings
 
 # what a job reports: which of the names it can import, what it sees in each base site-packages folder, and
 # whether the standard library is there
@@ -42,6 +44,14 @@ def packages_only_the_base_has(folder: Path) -> list[str]:
                   if (p / "__init__.py").is_file() and p.name.isidentifier() and not venv_has(p.name))
 
 
+@pytest.fixture(scope="module", params=["prefork", "spawn"])
+def pool(request, tmp_path_factory):
+    """A started runner of each pool: children that isolate then wait, and children that warm up then isolate."""
+    settings = make_settings(tmp_path_factory.mktemp("root"), sandbox_prefork=1, sandbox_pool=request.param)
+    with BlockingRunner(settings) as runner:
+        yield runner
+
+
 @pytest.fixture
 def base_only_package():
     """A throwaway package in the base interpreter's site-packages (removed afterwards): the job must not see it."""
@@ -68,6 +78,7 @@ def test_the_plan_hides_the_base_site_packages_but_not_the_venv_or_the_standard_
     assert not any(sys.prefix.startswith(h) for h in plan.hidden)
     stdlib = sysconfig.get_paths()["stdlib"]
     assert not any(stdlib == h or stdlib.startswith(h + "/") for h in plan.hidden)
+    assert with_files(plan, []).hidden == plan.hidden  # a GPU slot's root hides them too
 
 
 def test_a_folder_holding_something_needed_stays_visible(tmp_path):
@@ -76,12 +87,12 @@ def test_a_folder_holding_something_needed_stays_visible(tmp_path):
     assert base_site_packages([str(tmp_path)], needed=[str(folder / "venv")]) == []
 
 
-def test_a_job_sees_no_package_of_the_base_site_packages(sandbox, base_only_package):
+def test_a_job_sees_no_package_of_the_base_site_packages(pool, base_only_package):
     folders = base_folders()
     names = sorted({base_only_package, *[n for f in folders for n in packages_only_the_base_has(f)]})
     assert (folders[0] / base_only_package).is_dir()  # on the host it is there
     code = PROBE.replace("__NAMES__", repr(names)).replace("__FOLDERS__", repr([str(f) for f in folders]))
-    result = sandbox.run_code(code)
+    result = pool.run_code(code)
     assert result.status == "ok", result.stderr
     report = json.loads(result.stdout)
     # the venv's sys.path never lists the base's site-packages; what the root changes is that the files are gone
