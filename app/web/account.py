@@ -15,7 +15,7 @@ from app.errors import Refusal
 from app.models import User
 from app.web import page_cache
 from app.web.auth import DisplayName, NewPassword, Password, UserOut, form_errors
-from app.web.deps import CurrentUser, OptionalUser, SessionDep
+from app.web.deps import CurrentUser, OptionalUser, SessionDep, rate_limit
 from app.web.identity import keep_signed_in, sign_out
 from app.web.templating import render
 
@@ -37,6 +37,8 @@ def account_in_session(user: CurrentUser, session: SessionDep) -> User:
 
 Account = Annotated[User, Depends(account_in_session)]
 FormText = Annotated[str, Form()]
+# the routes that check a password are limited like log-in: a stolen session must not become a password oracle
+PasswordLimit = Depends(rate_limit("login_rate_limit", "account-password", what="password checks from your address"))
 
 
 class ProfileIn(BaseModel):
@@ -99,7 +101,8 @@ def _delete(request: Request, session: Session, me: User, data: DeleteIn) -> Non
 
 # --- JSON API -----------------------------------------------------------------------------------------------
 
-REFUSALS = {401: {"description": "Not signed in"}, 403: {"description": "The password is wrong"}}
+REFUSALS = {401: {"description": "Not signed in"}, 403: {"description": "The password is wrong"},
+            429: {"description": "Too many password checks"}}  # fmt: skip
 
 
 @router.post("/api/account/profile", response_model=AccountOut, tags=["account"], responses={401: REFUSALS[401]})
@@ -108,7 +111,8 @@ def api_profile(data: ProfileIn, session: SessionDep, me: Account) -> AccountOut
     return AccountOut(user=UserOut.of(_rename(session, me, data)))
 
 
-@router.post("/api/account/password", response_model=AccountOut, tags=["account"], responses=REFUSALS)
+@router.post("/api/account/password", response_model=AccountOut, tags=["account"], responses=REFUSALS,
+             dependencies=[PasswordLimit])  # fmt: skip
 def api_password(data: PasswordIn, request: Request, session: SessionDep, me: Account) -> AccountOut:
     """Change your password (the current one is asked again); every other session of the account ends."""
     return AccountOut(user=UserOut.of(_change_password(request, session, me, data)))
@@ -128,7 +132,7 @@ def api_export(session: SessionDep, me: Account) -> JSONResponse:
     return JSONResponse(data, headers=headers)
 
 
-@router.delete("/api/account", status_code=204, tags=["account"], responses=REFUSALS)
+@router.delete("/api/account", status_code=204, tags=["account"], responses=REFUSALS, dependencies=[PasswordLimit])
 def api_delete(data: DeleteIn, request: Request, session: SessionDep, me: Account) -> Response:
     """Delete your account, progress and submissions (the password is asked again); your comments stay, shown
     as "deleted user". This browser continues as a new anonymous learner."""
@@ -176,7 +180,7 @@ def profile_form(request: Request, session: SessionDep, user: OptionalUser,
     return _form_result(request, me, "profile", lambda: _rename(session, me, ProfileIn(display_name=display_name)))
 
 
-@router.post("/account/password", include_in_schema=False)
+@router.post("/account/password", include_in_schema=False, dependencies=[PasswordLimit])
 def password_form(request: Request, session: SessionDep, user: OptionalUser, current_password: FormText = "",
                   new_password: FormText = ""):  # fmt: skip
     if user is None:
@@ -194,7 +198,7 @@ def logout_all_form(request: Request, session: SessionDep, user: OptionalUser):
     return _form_result(request, me, "logout-all", lambda: _logout_elsewhere(request, session, me))
 
 
-@router.post("/account/delete", include_in_schema=False)
+@router.post("/account/delete", include_in_schema=False, dependencies=[PasswordLimit])
 def delete_form(request: Request, session: SessionDep, user: OptionalUser, password: FormText = ""):
     if user is None:
         return _to_login()

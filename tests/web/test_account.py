@@ -156,3 +156,12 @@ def test_a_form_refusal_shows_the_page_again_with_the_problem(ann):
     assert response.status_code == 400 and "display_name" in response.text
     response = form(ann, "/account/delete", password="wrong one")
     assert response.status_code == 403 and who(ann) == "ann@example.org"
+
+
+def test_password_checks_are_rate_limited_like_log_in(app, ann):
+    limit = int(app.state.settings.login_rate_limit.split("/")[0])
+    wrong = {"current_password": "guess", "new_password": NEW_PASSWORD}
+    assert {ann.post("/api/account/password", json=wrong).status_code for _ in range(limit)} == {403}
+    refused = ann.request("DELETE", "/api/account", json={"password": TEST_PASSWORD})
+    assert refused.status_code == 429 and "Retry-After" in refused.headers
+    assert who(ann) == "ann@example.org"
