@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 from sqlalchemy.orm import Session
 
 from app import comments
@@ -99,9 +99,18 @@ CommentBody = Annotated[str, AfterValidator(_postable), Field(
     json_schema_extra={"pattern": r"^[^\u0000]*[^\s\u0000][^\u0000]*$"})]  # fmt: skip
 
 
+def _no_bool(value):
+    """Refuse JSON true/false as an id: lax validation would read true as comment 1 (JSON Schema's integer does
+    allow 10.0, which stays accepted)."""
+    if isinstance(value, bool):
+        raise ValueError("parent_id must be a comment id (an integer), not true or false")
+    return value
+
+
 class CommentIn(BaseModel):
     body: CommentBody
-    parent_id: int | None = Field(default=None, ge=1, le=MAX_ID, description="Reply to this top-level comment.")
+    parent_id: Annotated[int | None, BeforeValidator(_no_bool)] = Field(
+        default=None, ge=1, le=MAX_ID, description="Reply to this top-level comment.")
 
 
 class CommentEdit(BaseModel):
