@@ -1,9 +1,10 @@
 """SQLAlchemy tables. Import from here: every model is registered on `Base.metadata` for Alembic."""
 
 from app.models.base import Base, UTCDateTime, utcnow
-from app.models.comment import Comment
+from app.models.comment import Comment, CommentReport
 from app.models.password_reset import PasswordReset
 from app.models.progress import ExerciseProgress, Learner, LessonRead
+from app.models.regrade import REGRADE_STATUSES, Regrade, SubmissionVerdict
 from app.models.submission import FINAL_STATUSES, STATUSES, Submission
 from app.models.user import ROLES, User
 
@@ -21,4 +22,8 @@ __all__ = [
     "FINAL_STATUSES",
     "Comment",
     "PasswordReset",
+    "CommentReport",
+    "Regrade",
+    "REGRADE_STATUSES",
+    "SubmissionVerdict",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Text, false
+from sqlalchemy import Boolean, ForeignKey, Index, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.models.base import Base, UTCDateTime, utcnow
@@ -33,3 +33,25 @@ class Comment(Base):
     deleted: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     author: Mapped[User | None] = relationship(lazy="joined")
+
+
+class CommentReport(Base):
+    """A signed-in person's report of a comment, with their reason; one per person and comment.
+
+    A report is open until an instructor reviews the comment (shows, hides or deletes it), which sets
+    `resolved_at` and `resolution`. Open reports from COURSE_COMMENT_REPORT_HIDE_AT people hide the comment.
+    """
+
+    __tablename__ = "comment_reports"
+    __table_args__ = (UniqueConstraint("comment_id", "reporter_id"), Index(None, "resolved_at", "comment_id"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    comment_id: Mapped[int] = mapped_column(ForeignKey("comments.id", ondelete="CASCADE"))
+    reporter_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # what the reviewing instructor did: "shown", "hidden" or "deleted"
+    resolution: Mapped[str | None] = mapped_column(String(16))
+
+    reporter: Mapped[User] = relationship(lazy="joined")
