@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import nh3
 from markdown_it import MarkdownIt
-from sqlalchemy import ColumnElement, exists, false, func, or_, select, true
+from sqlalchemy import ColumnElement, exists, false, func, or_, select, true, update
 from sqlalchemy.orm import Session, aliased
 
 from app.errors import Refusal
-from app.models import Comment, User, utcnow
+from app.models import Comment, CommentReport, User, utcnow
 
 # top-level comments per page; replies always travel with their parent
 PER_PAGE = 50
@@ -186,6 +186,8 @@ def delete_comment(session: Session, *, comment_id: int, actor: User) -> Comment
         raise CommentError(403, "You can delete only your own comments.")
     comment.deleted = True
     comment.body = ""
+    if actor.is_instructor:
+        close_reports(session, comment_id=comment.id, resolution="deleted")
     return comment
 
 
@@ -195,7 +197,15 @@ def hide_comment(session: Session, *, comment_id: int, actor: User, hidden: bool
         raise CommentError(403, "Only instructors can hide comments.")
     comment = get_visible(session, comment_id=comment_id, viewer=actor)
     comment.hidden = hidden
+    close_reports(session, comment_id=comment.id, resolution="hidden" if hidden else "shown")
     return comment
+
+
+def close_reports(session: Session, *, comment_id: int, resolution: str) -> None:
+    """Close a comment's open reports: an instructor showing, hiding or deleting it has reviewed it."""
+    session.execute(update(CommentReport).where(CommentReport.comment_id == comment_id,
+                                                CommentReport.resolved_at.is_(None))
+                    .values(resolved_at=utcnow(), resolution=resolution))
 
 
 def permissions(comment: Comment, viewer: User | None) -> dict[str, bool]:
@@ -207,6 +217,9 @@ def permissions(comment: Comment, viewer: User | None) -> dict[str, bool]:
         "can_delete": own or instructor,
         "can_hide": instructor,
         "can_reply": viewer is not None and comment.parent_id is None and not comment.deleted,
+        # instructors hide a comment instead of reporting it; authors edit or delete their own
+        "can_report": viewer is not None and not viewer.is_instructor and not comment.deleted
+        and viewer.id != comment.author_id,
     }
 
 
@@ -225,5 +238,6 @@ __all__ = [
     "edit_comment",
     "delete_comment",
     "hide_comment",
+    "close_reports",
     "permissions",
 ]

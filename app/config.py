@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import ROOT
@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     submission_rate_limit: str = "30/minute"
     # characters; a comment is a message, not an essay
     comment_max_chars: int = 5000
+    # people (signed in, not the author) whose open reports hide a comment until an instructor reviews it
+    comment_report_hide_at: int = Field(default=3, ge=1)
     # bytes of one request body, refused with 413 before it is read; above the largest program as JSON
     # (sandbox_source_bytes, up to 6x when escaped) and the longest comment, far below what hurts memory
     max_body_bytes: int = 1 * MiB

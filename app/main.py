@@ -11,7 +11,10 @@ from starlette.middleware.sessions import SessionMiddleware
 from app.config import Settings, get_settings
 from app.db import Database
 from app.runner import make_runner
-from app.web import account, auth, comments, errors, exercises, lessons, openapi_pages, page_cache, progress, reset
+from app.web import (
+    account, auth, comments, errors, exercises, instructor, lessons, moderation, openapi_pages, page_cache, progress,
+    reset,
+)
 from app.web.deps import make_limiter, open_database, require_csrf
 from app.web.forms import Utf8FormMiddleware
 from app.web.head import HeadAsGetMiddleware
@@ -22,7 +25,7 @@ from app.web.static import PublicStaticFiles
 from app.web.templating import make_templates
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, openapi_pages.router)
+           exercises.router, instructor.router, moderation.router, openapi_pages.router)
 
 
 def middleware(settings: Settings, db: Database) -> list[Middleware]:

@@ -134,6 +134,20 @@ def mark_exercise_passed(
     return True
 
 
+def grant_regraded_pass(session: Session, *, learner_id: str, exercise_slug: str, submitted_at: datetime) -> bool:
+    """Mark an exercise passed because a regrade passed code the learner submitted at `submitted_at`; return True
+    if it was not passed before. An earlier pass stays; the learner's last activity is left alone (they did
+    nothing now)."""
+    ensure_learner(session, learner_id)
+    row = _exercise_row(session, learner_id, exercise_slug)
+    if row.passed_at is not None:
+        return False
+    row.passed_at = submitted_at
+    row.attempts = row.attempts or 0
+    session.flush()
+    return True
+
+
 def get_submission(session: Session, submission_id: str) -> Submission | None:
     """Return a submission by id, or None."""
     return session.get(Submission, submission_id)

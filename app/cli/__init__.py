@@ -17,6 +17,7 @@ def _register() -> None:
     from app.cli.db import db
     from app.cli.doctor import doctor
     from app.cli.grade import grade
+    from app.cli.regrade import regrade
     from app.cli.run import run
     from app.cli.serve import serve
     from app.cli.users import users
@@ -28,6 +29,7 @@ def _register() -> None:
     main.add_command(run)
     main.add_command(doctor)
     main.add_command(grade)
+    main.add_command(regrade)
 
 
 _register()

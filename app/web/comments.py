@@ -16,7 +16,7 @@ from fastapi.responses import RedirectResponse
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 from sqlalchemy.orm import Session
 
-from app import comments
+from app import comments, moderation
 from app.models import Comment, User
 from app.web.deps import CurrentUser, KnownLesson, OptionalUser, SessionDep
 
@@ -54,10 +54,13 @@ class CommentOut(BaseModel):
     can_delete: bool
     can_hide: bool
     can_reply: bool
+    can_report: bool
+    reported: bool = Field(default=False, description="This viewer has reported the comment.")
     replies: list["CommentOut"] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, c: Comment, viewer: User | None, replies: list[Comment] = ()) -> "CommentOut":
+    def of(cls, c: Comment, viewer: User | None, replies: list[Comment] = (),
+           reported: set[int] = frozenset()) -> "CommentOut":  # fmt: skip
         return cls(
             id=c.id,
             lesson=c.lesson_slug,
@@ -70,7 +73,8 @@ class CommentOut(BaseModel):
             edited=c.edited_at is not None,
             hidden=c.hidden,
             deleted=c.deleted,
-            replies=[cls.of(r, viewer) for r in replies],
+            replies=[cls.of(r, viewer, reported=reported) for r in replies],
+            reported=c.id in reported,
             **comments.permissions(c, viewer),
         )
 
@@ -135,14 +139,21 @@ def api_thread(slug: KnownLesson, session: SessionDep, viewer: OptionalUser,
                page: Annotated[int, Query(ge=1, le=MAX_ID)] = 1) -> ThreadOut:  # fmt: skip
     """List one page (50 threads) of a lesson's comments, replies attached; anyone may read."""
     thread = comments.list_thread(session, lesson_slug=slug, viewer=viewer, page=page)
+    reported = _reported(session, thread, viewer)
     return ThreadOut(
         lesson=slug,
         count=thread.count,
         page=thread.page,
         pages=thread.pages,
         per_page=comments.PER_PAGE,
-        comments=[CommentOut.of(c, viewer, thread.replies.get(c.id, [])) for c in thread.comments],
+        comments=[CommentOut.of(c, viewer, thread.replies.get(c.id, []), reported) for c in thread.comments],
     )
+
+
+def _reported(session: Session, thread: comments.Thread, viewer: User | None) -> set[int]:
+    """Return the ids of the page's comments this viewer has reported."""
+    ids = [c.id for c in thread.comments] + [r.id for replies in thread.replies.values() for r in replies]
+    return moderation.reported_by(session, viewer=viewer, comment_ids=ids)
 
 
 @router.post("/api/lessons/{slug}/comments", status_code=201, response_model=CommentOut, tags=["comments"],
@@ -179,6 +190,37 @@ def api_hide(comment_id: CommentId, session: SessionDep, user: CurrentUser, data
     comment = comments.hide_comment(session, comment_id=comment_id, actor=user, hidden=data.hidden if data else True)
     session.commit()
     return CommentOut.of(comment, user)
+
+
+class ReportIn(BaseModel):
+    reason: str = Field(min_length=1, max_length=moderation.REASON_MAX_CHARS,
+                        description="Why the comment should be looked at; shown to instructors only.")
+
+
+class ReportOut(BaseModel):
+    comment_id: int
+    reported: bool
+    hidden: bool = Field(description="Whether the comment is now hidden from learners until an instructor "
+                                     "reviews it.")
+
+
+REPORT_ERRORS = {**ERRORS, 400: {"description": "Your own comment"}, 409: {"description": "Reported already"}}
+
+
+@router.post("/api/comments/{comment_id}/report", status_code=201, response_model=ReportOut, tags=["comments"],
+             responses=REPORT_ERRORS)  # fmt: skip
+def api_report(comment_id: CommentId, data: ReportIn, request: Request, session: SessionDep,
+               user: CurrentUser) -> ReportOut:  # fmt: skip
+    """Report a comment to the instructors, once, with a reason; signed-in users only."""
+    outcome = _report(session, request, comment_id, user, data.reason)
+    return ReportOut(comment_id=comment_id, reported=True, hidden=outcome.hidden)
+
+
+def _report(session: Session, request: Request, comment_id: int, user: User, reason: str):
+    outcome = moderation.report_comment(session, comment_id=comment_id, reporter=user, reason=reason,
+                                        hide_at=request.app.state.settings.comment_report_hide_at)
+    session.commit()
+    return outcome
 
 
 # --- forms for browsers without JavaScript: act, then go back to the lesson's thread -----------------------
@@ -237,6 +279,18 @@ def form_hide(comment_id: CommentId, session: SessionDep, user: CurrentUser, hid
     return _back(comment.lesson_slug)
 
 
+@router.post("/comments/{comment_id}/report", include_in_schema=False)
+def form_report(comment_id: CommentId, request: Request, session: SessionDep, user: CurrentUser,
+                reason: Annotated[str, Form()] = ""):  # fmt: skip
+    try:
+        outcome = _report(session, request, comment_id, user, reason)
+    except comments.CommentError as exc:
+        if exc.status_code == 404:
+            raise
+        return _back(session.get(Comment, comment_id).lesson_slug, exc.message)
+    return _back(outcome.comment.lesson_slug)
+
+
 # --- the thread under a lesson page -----------------------------------------------------------------------
 
 
@@ -244,11 +298,12 @@ def thread_view(session: Session, *, lesson_slug: str, viewer: User | None, page
                 error: str | None = None) -> dict:  # fmt: skip
     """Return what templates/comments/_thread.html shows: one page of the thread as this viewer sees it."""
     thread = comments.list_thread(session, lesson_slug=lesson_slug, viewer=viewer, page=page)
+    reported = _reported(session, thread, viewer)
     return {
         "count": thread.count,
         "page": thread.page,
         "pages": thread.pages,
-        "comments": [CommentOut.of(c, viewer, thread.replies.get(c.id, [])) for c in thread.comments],
+        "comments": [CommentOut.of(c, viewer, thread.replies.get(c.id, []), reported) for c in thread.comments],
         "error": error,
         "max_chars": max_chars,
     }

@@ -24,6 +24,7 @@ from app import security
 from app.config import Settings
 from app.content.course import Course
 from app.db import Database, pending_migrations
+from app.errors import Refusal
 from app.models import User
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,26 @@ def learner_id(request: Request) -> str:
     return request.state.learner_id
 
 
+class SignInRequired(Refusal):
+    """Nobody is signed in where an account is needed: 401, or, for a browser asking for a page, the log-in
+    page with a way back (the handler in web/errors.py decides)."""
+
+
+def instructor(request: Request) -> User:
+    """Return the signed-in instructor; SignInRequired for a visitor, 403 for a learner."""
+    user = optional_user(request)
+    if user is None:
+        raise SignInRequired(401, "Sign in as an instructor first (POST /api/auth/login or /login).")
+    if not user.is_instructor:
+        raise HTTPException(403, f"This is for instructors only; you are signed in as {user.email}, a learner. An "
+                                 "instructor account is made with `course users create EMAIL --instructor` or "
+                                 "`course users promote EMAIL`.")
+    return user
+
+
 OptionalUser = Annotated[User | None, Depends(optional_user)]
 CurrentUser = Annotated[User, Depends(current_user)]
+InstructorUser = Annotated[User, Depends(instructor)]
 LearnerId = Annotated[str, Depends(learner_id)]
 
 
@@ -170,6 +189,9 @@ __all__ = [
     "SessionDep",
     "OptionalUser",
     "CurrentUser",
+    "InstructorUser",
+    "SignInRequired",
+    "instructor",
     "LearnerId",
     "CourseDep",
     "KnownLesson",

@@ -3,10 +3,12 @@ and one handler per domain error the layers below raise (`create_app` registers 
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from fastapi import Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -14,8 +16,11 @@ from app.accounts import AccountError
 from app.comments import CommentError
 from app.errors import Refusal
 from app.password_reset import ResetLinkInvalid
+from app.regrade import RegradeError
 from app.runner.base import Busy, Rejected
 from app.submissions import Refused
+from app.web.deps import SignInRequired
+from app.web.templating import render
 
 # FastAPI's words when a JSON body cannot be decoded (e.g. it is not UTF-8)
 FASTAPI_PARSE_ERROR = "There was an error parsing the body"
@@ -44,6 +49,26 @@ async def validation_error(request: Request, exc: RequestValidationError):
               if error.get("type") == "model_attributes_type" and tuple(error.get("loc", ())) == ("body",)
               else error for error in exc.errors()]  # fmt: skip
     return await request_validation_exception_handler(request, RequestValidationError(errors))
+
+
+def wants_page(request: Request) -> bool:
+    """Say whether a browser asked for a page (GET or HEAD accepting HTML), which gets HTML instead of JSON."""
+    return "text/html" in request.headers.get("accept", "") and request.method in ("GET", "HEAD")
+
+
+async def forbidden(request: Request, exc: HTTPException):
+    """Answer 403: a page saying why for a browser asking for one (an instructor page), JSON otherwise."""
+    if wants_page(request):
+        return render(request, "errors/403.html", status_code=403, detail=exc.detail)
+    return await http_exception_handler(request, exc)
+
+
+async def sign_in_required(request: Request, exc: SignInRequired):
+    """Send a browser asking for a page to the log-in form, which comes back here; answer 401 otherwise."""
+    if wants_page(request):
+        back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/login?next={quote(back, safe='')}", status_code=303)
+    return await http_exception_handler(request, HTTPException(401, exc.message))
 
 
 async def method_not_allowed(request: Request, exc: HTTPException):
@@ -95,11 +120,14 @@ async def busy(request: Request, exc: Busy) -> JSONResponse:
 # framework refusals first, then one handler per domain error type
 HANDLERS = {
     400: bad_request,
+    403: forbidden,
     405: method_not_allowed,
     RequestValidationError: validation_error,
+    SignInRequired: sign_in_required,
     CommentError: refusal,
     AccountError: refusal,
     ResetLinkInvalid: refusal,
+    RegradeError: refusal,
     Refused: refusal,
     Rejected: rejected,
     Busy: busy,

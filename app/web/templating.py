@@ -76,6 +76,21 @@ def highlight_filter(code: str, lang: str = "python") -> Markup:
     return Markup(highlight_code(code or "", lang))
 
 
+def duration_filter(seconds: float | None) -> str:
+    """Say how long a span of seconds is, to the unit that matters: "40 s", "12 min", "3 h 5 min", "2 days"."""
+    if seconds is None:
+        return "–"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 2 * 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{seconds // 86400} days"
+
+
 def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Jinja2Templates:
     """Build the app's templates: the configured folder, and every global and filter templates may use.
 
@@ -87,7 +102,7 @@ def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Ji
                       auto_reload=reload)  # fmt: skip
     env.globals.update(current_user=current_user, csrf_token=csrf_token, csp_nonce=csp_nonce,
                        asset=AssetUrls(settings.static_dir, frozen=not reload))  # fmt: skip
-    env.filters.update(markdown=markdown_filter, highlight=highlight_filter)
+    env.filters.update(markdown=markdown_filter, highlight=highlight_filter, duration=duration_filter)
     return Jinja2Templates(env=env)
 
 

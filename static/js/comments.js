@@ -1,5 +1,5 @@
-// Comment thread enhancements: post, reply, edit, delete and hide through the JSON API with the CSRF header,
-// showing refusals (too long, signed out, ...) in place without losing what was typed. Without this file the
+// Comment thread enhancements: post, reply, edit, delete, hide and report through the JSON API with the CSRF
+// header, showing refusals (too long, signed out, ...) in place without losing what was typed. Without this file the
 // forms in templates/comments/_thread.html post the same actions and the server redirects back.
 (function () {
   "use strict";
@@ -65,6 +65,11 @@
         if (!window.confirm("Delete this comment?")) return;
         await api("DELETE", `/api/comments/${article.dataset.id}`);
         reloadAt("comments");
+      } else if (action === "report") {
+        await api("POST", `/api/comments/${article.dataset.id}/report`, {
+          reason: form.querySelector("textarea").value,
+        });
+        reloadAt(`comment-${article.dataset.id}`);
       } else if (action === "hide") {
         const hidden = form.querySelector("input[name=hidden]").value === "1";
         await api("POST", `/api/comments/${article.dataset.id}/hide`, { hidden });

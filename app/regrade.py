@@ -1,0 +1,281 @@
+"""Regrading: run an exercise's stored submissions again, through the real sandbox, under its current checks.
+
+`course regrade SLUG [--since DATE]` and the dashboard's button both call `start` (a `Regrade` row counting
+the submissions to grade) and then `run`, which grades them a few at a time and appends each new verdict to the
+submission's history (`app.verdicts`): the verdict the learner saw is never overwritten.
+
+The progress rule. A regrade can give a pass and never takes one away:
+- a submission that passes now gives its learner the exercise if they had not passed it, dated when they
+  submitted that code (their last activity is left alone: they did nothing now);
+- a learner whose passing code fails under the new checks keeps the pass they saw. The regrade counts them
+  (`passes_kept`) and the exercise's page names them, so an instructor can write to them; nobody's progress
+  moves backwards because a check was changed after they were told they had passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app import progress, verdicts
+from app.content.exercises import Exercise, read_exercise
+from app.dashboard import unsupported_passes
+from app.db import Database
+from app.errors import Refusal
+from app.models import Regrade, Submission, utcnow
+from app.runner.base import Busy
+
+log = logging.getLogger(__name__)
+
+# statuses of stored submissions a regrade grades again: every run that ended (a run the site broke, "error",
+# too: it gets the verdict it never had); "rejected" code never ran and unfinished runs are still running
+REGRADED_STATUSES = ("passed", "failed", "timeout", "error")
+# seconds to wait before offering a job again when the sandbox queue is full, at most
+BUSY_WAIT_MAX_S = 2.0
+GRADER_FAILED = "The grader failed on this submission during a regrade (checks.py raised); see the server log."
+
+
+class RegradeError(Refusal):
+    """A regrade that cannot start: one is running already (409), or the exercise's checks are broken (400)."""
+
+
+def _to_regrade(exercise_slug: str, since: datetime | None):
+    query = select(Submission.id).where(Submission.exercise_slug == exercise_slug,
+                                        Submission.status.in_(REGRADED_STATUSES))
+    return query.where(Submission.created_at >= since) if since is not None else query
+
+
+def count_to_regrade(session: Session, *, exercise_slug: str, since: datetime | None = None) -> int:
+    """Count the stored submissions a regrade of this exercise would grade."""
+    return session.scalar(select(func.count()).select_from(_to_regrade(exercise_slug, since).subquery())) or 0
+
+
+def start(session: Session, *, exercise: Exercise, since: datetime | None = None,
+          requested_by: int | None = None) -> Regrade:  # fmt: skip
+    """Record a regrade of an exercise's stored submissions (created at or after `since`) and return it.
+
+    Refuse (409) while another regrade of the exercise runs, and (400) when its checks.py does not import.
+    """
+    running = session.scalar(select(Regrade).where(Regrade.exercise_slug == exercise.slug,
+                                                   Regrade.status == "running"))
+    if running is not None:
+        raise RegradeError(409, f"A regrade of {exercise.slug} is already running (#{running.id}, {running.done} of "
+                                f"{running.total} done); wait for it to finish.")
+    _check_checks(exercise)
+    total = count_to_regrade(session, exercise_slug=exercise.slug, since=since)
+    regrade = Regrade(exercise_slug=exercise.slug, since=since, requested_by=requested_by, total=total)
+    session.add(regrade)
+    session.flush()
+    return regrade
+
+
+def _check_checks(exercise: Exercise) -> None:
+    from app.grading.grader import checks_module
+
+    try:
+        module = checks_module(exercise)
+    except Exception as exc:  # noqa: BLE001 - whatever a broken checks.py raises, the instructor must see it
+        raise RegradeError(400, f"{exercise.checks_path} does not import ({type(exc).__name__}: {exc}); fix it "
+                                "(`course check` shows the problem too) before regrading.") from None
+    if not callable(getattr(module, "evaluate", None)):
+        raise RegradeError(400, f"{exercise.checks_path} defines no evaluate(facts); fix it before regrading.")
+
+
+class _Patient:
+    """The runner, as a regrade sees it: a full queue means wait and offer the job again, never give up."""
+
+    def __init__(self, runner: Any) -> None:
+        self._runner = runner
+
+    async def submit(self, job):
+        while True:
+            try:
+                return await self._runner.submit(job)
+            except Busy as exc:
+                await asyncio.sleep(min(max(exc.retry_after, 0.1), BUSY_WAIT_MAX_S))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+async def run(db: Database, runner: Any, *, exercise: Exercise, regrade_id: int, concurrency: int = 2,
+              on_progress: Callable[[int, int], None] | None = None) -> Regrade:  # fmt: skip
+    """Grade every submission of a started regrade, `concurrency` jobs at a time; return the finished row.
+
+    Learners' runs share the sandbox with it: keeping at most `concurrency` jobs queued lets theirs in between.
+    `on_progress(done, total)` is called after each submission. A failure marks the regrade failed and raises.
+    """
+    try:
+        ids = await anyio.to_thread.run_sync(_submission_ids, db, regrade_id)
+        pending = iter(ids)
+        done = 0
+
+        async def worker() -> None:
+            nonlocal done
+            for submission_id in pending:  # one shared iterator: each id is taken by exactly one worker
+                code = await anyio.to_thread.run_sync(_code, db, submission_id)
+                verdict = await _grade(exercise, code, runner)
+                await anyio.to_thread.run_sync(_store, db, regrade_id, submission_id, verdict)
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, len(ids))
+
+        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+        return await anyio.to_thread.run_sync(_finish, db, regrade_id)
+    except BaseException as exc:
+        message = "interrupted: the server stopped" if isinstance(exc, asyncio.CancelledError) else \
+            f"{type(exc).__name__}: {exc}"
+        await asyncio.shield(anyio.to_thread.run_sync(_fail, db, regrade_id, message))
+        raise
+
+
+async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
+    from app.grading import grade_submission  # imported late: grading pulls in the harness's specs
+
+    try:
+        verdict = await grade_submission(exercise, code, _Patient(runner))
+        return verdict.model_dump(mode="json")
+    except Exception:
+        log.exception("regrading a submission of %s failed", exercise.slug)
+        return {"exercise": exercise.slug, "status": "error", "checks": [], "stdout": "", "stderr": GRADER_FAILED,
+                "duration_ms": 0, "device": "cpu"}
+
+
+def _submission_ids(db: Database, regrade_id: int) -> list[str]:
+    with db.session() as session:
+        regrade = session.get(Regrade, regrade_id)
+        query = _to_regrade(regrade.exercise_slug, regrade.since).order_by(Submission.created_at, Submission.id)
+        return list(session.scalars(query))
+
+
+def _code(db: Database, submission_id: str) -> str:
+    with db.session() as session:
+        return session.scalar(select(Submission.code).where(Submission.id == submission_id))
+
+
+def _store(db: Database, regrade_id: int, submission_id: str, verdict: dict) -> None:
+    """Append one verdict, apply the progress rule to its learner, and count it on the regrade (one commit)."""
+    with db.session(write=True) as session, session.begin():
+        submission = session.get(Submission, submission_id)
+        before, row = verdicts.add_regrade_verdict(session, submission=submission, regrade_id=regrade_id,
+                                                   verdict=verdict)
+        counts = {"done": Regrade.done + 1}
+        if row.status != before:
+            counts["changed"] = Regrade.changed + 1
+        if row.status == "passed" and before != "passed":
+            counts["now_passing"] = Regrade.now_passing + 1
+        if before == "passed" and row.status != "passed":
+            counts["now_failing"] = Regrade.now_failing + 1
+        if row.status == "error":
+            counts["errors"] = Regrade.errors + 1
+        if row.status == "passed" and progress.grant_regraded_pass(
+                session, learner_id=submission.learner_id, exercise_slug=submission.exercise_slug,
+                submitted_at=submission.created_at):
+            counts["passes_added"] = Regrade.passes_added + 1
+        session.execute(update(Regrade).where(Regrade.id == regrade_id).values(**counts))
+
+
+def _finish(db: Database, regrade_id: int) -> Regrade:
+    with db.session(write=True) as session, session.begin():
+        regrade = session.get(Regrade, regrade_id)
+        regrade.passes_kept = len(unsupported_passes(session, exercise_slug=regrade.exercise_slug))
+        regrade.status = "finished"
+        regrade.finished_at = utcnow()
+        return regrade
+
+
+def _fail(db: Database, regrade_id: int, message: str) -> None:
+    with db.session(write=True) as session, session.begin():
+        regrade = session.get(Regrade, regrade_id)
+        if regrade is not None and regrade.running:
+            regrade.status = "interrupted" if message.startswith("interrupted") else "failed"
+            regrade.message = message
+            regrade.finished_at = utcnow()
+
+
+class BackgroundRegrades:
+    """The regrades this web process runs for the dashboard's button, each an asyncio task; progress lives in
+    the database, so any web worker can show it. `close` cancels them (they are marked interrupted)."""
+
+    def __init__(self, db: Database, runner: Any, concurrency: int) -> None:
+        self.db = db
+        self.runner = runner
+        self.concurrency = concurrency
+        self._loop = asyncio.get_running_loop()  # made in the app's lifespan; routes call launch from threads
+        self._tasks: set[asyncio.Task] = set()
+
+    def launch(self, exercise: Exercise, regrade_id: int) -> None:
+        """Run a started regrade in the background (callable from the event loop or a worker thread)."""
+        self._loop.call_soon_threadsafe(self._create, exercise, regrade_id)
+
+    def _create(self, exercise: Exercise, regrade_id: int) -> None:
+        task = self._loop.create_task(run(self.db, self.runner, exercise=exercise, regrade_id=regrade_id,
+                                          concurrency=self.concurrency))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a regrade failed", exc_info=task.exception())
+
+    async def close(self) -> None:
+        """Cancel every regrade still running and wait until each is marked interrupted."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def current_exercise(exercises_dir: Path, slug: str) -> Exercise:
+    """Read an exercise from its folder as it is now (its checks may have changed since the site loaded it)."""
+    exercise, errors = read_exercise(Path(exercises_dir) / slug)
+    if exercise is None:
+        raise RegradeError(400, f"The exercise {slug} is broken; fix it before regrading: "
+                                + "; ".join(str(e) for e in errors))
+    return exercise
+
+
+def interrupt_running(session: Session) -> int:
+    """Mark every running regrade as interrupted (they ran in a process that is gone); return how many.
+
+    Like `app.submissions.fail_interrupted`, call it once when a deployment with the embedded runner starts.
+    """
+    result = session.execute(update(Regrade).where(Regrade.status == "running").values(
+        status="interrupted", finished_at=utcnow(), message="interrupted: the server restarted; regrade again"))
+    return result.rowcount or 0
+
+
+def get(session: Session, regrade_id: int) -> Regrade:
+    """Return a regrade; raise RegradeError 404 for an unknown id."""
+    regrade = session.get(Regrade, regrade_id)
+    if regrade is None:
+        raise RegradeError(404, f"There is no regrade {regrade_id}.")
+    return regrade
+
+
+def recent(session: Session, *, exercise_slug: str | None = None, limit: int = 5) -> list[Regrade]:
+    """Return the newest regrades (of one exercise, if given), newest first."""
+    query = select(Regrade).order_by(Regrade.started_at.desc(), Regrade.id.desc()).limit(limit)
+    return list(session.scalars(query.where(Regrade.exercise_slug == exercise_slug) if exercise_slug else query))
+
+
+def as_json(regrade: Regrade) -> dict[str, Any]:
+    """Return a regrade as GET /api/instructor/regrades/{id} answers it."""
+    iso = lambda t: t.isoformat() if t else None  # noqa: E731
+    return {"id": regrade.id, "exercise": regrade.exercise_slug, "status": regrade.status, "since": iso(regrade.since),
+            "total": regrade.total, "done": regrade.done, "changed": regrade.changed,
+            "now_passing": regrade.now_passing, "now_failing": regrade.now_failing, "errors": regrade.errors,
+            "passes_added": regrade.passes_added, "passes_kept": regrade.passes_kept, "message": regrade.message,
+            "started_at": iso(regrade.started_at), "finished_at": iso(regrade.finished_at)}
+
+
+__all__ = ["RegradeError", "BackgroundRegrades", "current_exercise", "count_to_regrade", "start", "run",
+           "interrupt_running", "get", "recent", "as_json", "REGRADED_STATUSES"]
