@@ -136,16 +136,15 @@ def mark_exercise_passed(
 
 def grant_regraded_pass(session: Session, *, learner_id: str, exercise_slug: str, submitted_at: datetime) -> bool:
     """Mark an exercise passed because a regrade passed code the learner submitted at `submitted_at`; return True
-    if it was not passed before. An earlier pass stays; the learner's last activity is left alone (they did
-    nothing now)."""
+    if it was not passed before. The pass is dated by the earliest code known to pass (so the order in which a
+    regrade finishes does not matter); the learner's last activity is left alone (they did nothing now)."""
     ensure_learner(session, learner_id)
     row = _exercise_row(session, learner_id, exercise_slug)
-    if row.passed_at is not None:
-        return False
-    row.passed_at = submitted_at
+    first = row.passed_at is None
+    row.passed_at = submitted_at if first else min(row.passed_at, submitted_at)
     row.attempts = row.attempts or 0
     session.flush()
-    return True
+    return first
 
 
 def get_submission(session: Session, submission_id: str) -> Submission | None:

@@ -6,7 +6,7 @@ submission's history (`app.verdicts`): the verdict the learner saw is never over
 
 The progress rule. A regrade can give a pass and never takes one away:
 - a submission that passes now gives its learner the exercise if they had not passed it, dated when they
-  submitted that code (their last activity is left alone: they did nothing now);
+  submitted the earliest code that passes (their last activity is left alone: they did nothing now);
 - a learner whose passing code fails under the new checks keeps the pass they saw. The regrade counts them
   (`passes_kept`) and the exercise's page names them, so an instructor can write to them; nobody's progress
   moves backwards because a check was changed after they were told they had passed.
