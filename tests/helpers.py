@@ -129,6 +129,15 @@ class LiveServer:
         self.thread.join(30)
 
 
+def serious_violations(page) -> list[str]:
+    """Run axe on a Playwright page; return a readable line per serious or critical violation."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
+            for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+
+
 def parse_sse(text: str) -> list[tuple[str, dict]]:
     """Parse an event stream into (event, data) pairs; keep-alive comments are skipped."""
     events = []
