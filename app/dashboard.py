@@ -1,8 +1,9 @@
 """What the instructor dashboard shows: how learners do on each exercise, who reads each lesson, recent
 submissions, and the progress export. Plain functions over the session; they know nothing of HTTP.
 
-Figures come from each submission's current verdict (`app.verdicts`: after a regrade, the regrade's). An
-attempt is a run the learner's code decided: passed, failed or timeout. A run the site broke (`error`) or
+Figures come from each submission's current verdict (`app.verdicts`: after a regrade, the regrade's), and leave
+out instructors' own submissions (trying an exercise does not make an instructor a learner). An attempt is a
+run the learner's code decided: passed, failed or timeout. A run the site broke (`error`) or
 refused (`rejected`) is not the learner's attempt, as for unlocking the solution. Every figure is one query
 for the whole class; the medians are taken in Python over one row per learner who passed, since portable SQL
 has no median.
@@ -22,7 +23,7 @@ from sqlalchemy.orm import Session
 from app.content.course import Course
 from app.content.exercises import Exercise
 from app.models import Comment, CommentReport, ExerciseProgress, Learner, LessonRead, Submission, User
-from app.verdicts import current_verdicts, history, verdict_of
+from app.verdicts import current_verdicts, history, instructor_learner_ids, verdict_of
 
 ATTEMPT_STATUSES = ("passed", "failed", "timeout")
 FAILED = ("failed", "timeout")
@@ -72,7 +73,7 @@ def exercises_in_order(course: Course) -> list[Exercise]:
 def exercise_figures(session: Session, *, exercises: list[Exercise]) -> list[ExerciseFigures]:
     """Return the figures of each exercise, in the order given (four queries for the whole class)."""
     figures = {e.slug: ExerciseFigures(e.slug, e.title, e.lesson, e.spec.check_ids) for e in exercises}
-    current = current_verdicts()
+    current = current_verdicts(learners_only=True)
     attempt = current.c.status.in_(ATTEMPT_STATUSES)
     totals = (select(current.c.exercise_slug, func.count(distinct(current.c.learner_id)),
                      func.count(distinct(case((current.c.status == "passed", current.c.learner_id)))), func.count())
@@ -141,7 +142,8 @@ class LessonFigures:
 def lesson_figures(session: Session, *, course: Course) -> list[LessonFigures]:
     """Return, per lesson in course order, its readers, comments (hidden ones too) and comments reported."""
     figures = {lesson.slug: LessonFigures(lesson.slug, lesson.title) for lesson in course.lessons}
-    readers = select(LessonRead.lesson_slug, func.count()).group_by(LessonRead.lesson_slug)
+    readers = (select(LessonRead.lesson_slug, func.count())
+               .where(LessonRead.learner_id.not_in(instructor_learner_ids())).group_by(LessonRead.lesson_slug))
     for slug, count in session.execute(readers):
         if slug in figures:
             figures[slug].readers = count
@@ -180,7 +182,7 @@ def recent_submissions(session: Session, *, exercise_slug: str, check: str | Non
                        page: int = 1) -> tuple[list[SubmissionRow], bool]:  # fmt: skip
     """Return one page of an exercise's graded submissions, newest first (only those whose current verdict's
     first failing check is `check`, if given), and whether an older page exists."""
-    current = current_verdicts(exercise_slug=exercise_slug)
+    current = current_verdicts(exercise_slug=exercise_slug, learners_only=True)
     query = (select(Submission, current.c.status, current.c.first_failed_check, User.display_name, User.email)
              .join(current, current.c.submission_id == Submission.id)
              .outerjoin(User, User.learner_id == Submission.learner_id)
@@ -205,12 +207,13 @@ def recent_submissions(session: Session, *, exercise_slug: str, check: str | Non
 def unsupported_passes(session: Session, *, exercise_slug: str) -> list[str]:
     """Name the learners whose progress says they passed an exercise although none of their submissions passes
     under its current checks (a regrade turned their pass into a fail; they keep the pass)."""
-    current = current_verdicts(exercise_slug=exercise_slug)
+    current = current_verdicts(exercise_slug=exercise_slug, learners_only=True)
     passing = select(current.c.learner_id).where(current.c.status == "passed")
     query = (select(ExerciseProgress.learner_id, User.display_name, User.email)
              .outerjoin(User, User.learner_id == ExerciseProgress.learner_id)
              .where(ExerciseProgress.exercise_slug == exercise_slug, ExerciseProgress.passed_at.is_not(None),
-                    ExerciseProgress.learner_id.not_in(passing))
+                    ExerciseProgress.learner_id.not_in(passing),
+                    ExerciseProgress.learner_id.not_in(instructor_learner_ids()))
              .order_by(ExerciseProgress.learner_id))
     return [learner_name(name, email, learner) for learner, name, email in session.execute(query)]
 
@@ -222,14 +225,15 @@ PROGRESS_COLUMNS = ["learner_id", "name", "email", "exercise", "lesson", "attemp
 def progress_rows(session: Session, *, course: Course) -> list[list[str]]:
     """Return the progress export: one row per learner and exercise of the course (PROGRESS_COLUMNS).
 
-    Learners are those with an account and anonymous ones who attempted something; `attempts` and `passed` are
+    Learners are those with a learner's account and anonymous ones who attempted something; `attempts` and `passed` are
     their progress as they see it, `passes_current_checks` whether a submission passes under today's checks.
     """
     people = (select(Learner.id, User.display_name, User.email).outerjoin(User, User.learner_id == Learner.id)
-              .where(or_(User.id.is_not(None), Learner.id.in_(select(ExerciseProgress.learner_id)))))
+              .where(or_(User.id.is_not(None), Learner.id.in_(select(ExerciseProgress.learner_id))),
+                     Learner.id.not_in(instructor_learner_ids())))
     learners = sorted(session.execute(people), key=lambda r: (r[2] is None, r[2] or "", r[0]))
     progress = {(r.learner_id, r.exercise_slug): r for r in session.scalars(select(ExerciseProgress))}
-    current = current_verdicts()
+    current = current_verdicts(learners_only=True)
     passing = set(session.execute(select(current.c.learner_id, current.c.exercise_slug)
                                   .where(current.c.status == "passed").distinct()).all())
     iso = lambda t: t.isoformat() if t else ""  # noqa: E731

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from app.models import FINAL_STATUSES, Submission, SubmissionVerdict, utcnow
+from app.models import FINAL_STATUSES, Submission, SubmissionVerdict, User, utcnow
 
 # characters of an exception line kept for counting; longer ones are cut (the column holds 300)
 ERROR_LINE_CHARS = 300
@@ -77,9 +77,10 @@ def summarise_new_runs(session: Session, *, exercise_slug: str | None = None) ->
             return written
 
 
-def current_verdicts(*, exercise_slug: str | None = None):
+def current_verdicts(*, exercise_slug: str | None = None, learners_only: bool = False):
     """Return a subquery of every summarised submission with its current (newest) verdict's columns:
-    submission_id, learner_id, exercise_slug, created_at, revision, status, first_failed_check, error_line."""
+    submission_id, learner_id, exercise_slug, created_at, revision, status, first_failed_check, error_line.
+    With `learners_only`, instructors' own submissions (trying their exercises) are left out."""
     newest = select(SubmissionVerdict.submission_id, func.max(SubmissionVerdict.revision).label("revision"))
     if exercise_slug is not None:
         newest = newest.join(Submission, Submission.id == SubmissionVerdict.submission_id).where(
@@ -91,7 +92,14 @@ def current_verdicts(*, exercise_slug: str | None = None):
              .join(SubmissionVerdict, SubmissionVerdict.submission_id == Submission.id)
              .join(newest, and_(newest.c.submission_id == SubmissionVerdict.submission_id,
                                 newest.c.revision == SubmissionVerdict.revision)))
+    if learners_only:
+        query = query.where(Submission.learner_id.not_in(instructor_learner_ids()))
     return query.subquery("current")
+
+
+def instructor_learner_ids():
+    """Return a subquery of the learner ids of instructors' accounts."""
+    return select(User.learner_id).where(User.role == "instructor")
 
 
 def history(session: Session, *, submission_ids: list[str]) -> dict[str, list[SubmissionVerdict]]:
@@ -127,4 +135,4 @@ def add_regrade_verdict(session: Session, *, submission: Submission, regrade_id:
 
 
 __all__ = ["first_failed_check", "exception_line", "summary", "needs_catch_up", "summarise_new_runs",
-           "current_verdicts", "history", "verdict_of", "add_regrade_verdict"]
+           "current_verdicts", "instructor_learner_ids", "history", "verdict_of", "add_regrade_verdict"]

@@ -49,7 +49,8 @@ def submit(browser, slug: str, code: str) -> dict:
 @pytest.fixture(scope="module")
 def classroom(live_app):
     """Ann fails then passes same-device, Ben passes at once, Cam (anonymous) fails it twice with a placeholder,
-    and Dee (anonymous) fails then passes pick-device. Two read the first lesson; Ann comments on it."""
+    and Dee (anonymous) fails then passes pick-device. Two read the first lesson; Ann comments on it. Ines, the
+    instructor, tries pick-device and reads the lesson too: an instructor is no learner in the figures."""
     ann = sign_in(live_app, "ann@example.org", "Ann")
     ben = sign_in(live_app, "ben@example.org", FORMULA_NAME)
     cam, dee = live_app.browsers.new(), live_app.browsers.new()
@@ -65,6 +66,8 @@ def classroom(live_app):
         assert browser.post("/api/lessons/cpu-gpu-border/read").status_code == 200
     assert ann.post("/api/lessons/cpu-gpu-border/comments", json={"body": "Why .to()?"}).status_code == 201
     instructor = sign_in(live_app, "ines@example.org", "Ines", role="instructor")
+    assert submit(instructor, "pick-device", PICK_WRONG)["status"] == "failed"
+    assert instructor.post("/api/lessons/cpu-gpu-border/read").status_code == 200
     return {"runs": runs, "instructor": instructor, "learners": {"ann": ann, "ben": ben, "cam": cam, "dee": dee}}
 
 
@@ -124,8 +127,8 @@ def test_the_progress_export_has_one_row_per_learner_and_exercise(classroom):
     assert response.headers["content-disposition"].startswith('attachment; filename="progress-')
     rows = list(csv.DictReader(io.StringIO(response.text)))
     learners = {(row["learner_id"], row["email"]) for row in rows}
-    assert len(learners) == 5  # Ann, Ben, Ines (accounts), Cam and Dee (anonymous, with attempts)
-    assert len(rows) == 5 * 5 and {row["exercise"] for row in rows} == {
+    assert len(learners) == 4  # Ann, Ben (accounts), Cam and Dee (anonymous, with attempts); not Ines
+    assert len(rows) == 4 * 5 and {row["exercise"] for row in rows} == {
         "same-device", "bring-it-back", "pick-device", "model-internals", "training-loop"}
     mine = {(row["email"] or row["learner_id"], row["exercise"]): row for row in rows}
     ann = mine[("ann@example.org", "same-device")]
