@@ -32,6 +32,7 @@ from app.db import Database
 from app.errors import Refusal
 from app.models import Regrade, Submission, utcnow
 from app.runner.base import Busy
+from app.submissions import error_verdict
 
 log = logging.getLogger(__name__)
 
@@ -145,15 +146,18 @@ async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
         return verdict.model_dump(mode="json")
     except Exception:
         log.exception("regrading a submission of %s failed", exercise.slug)
-        return {"exercise": exercise.slug, "status": "error", "checks": [], "stdout": "", "stderr": GRADER_FAILED,
-                "duration_ms": 0, "device": "cpu"}
+        return error_verdict(exercise.slug, GRADER_FAILED)
 
 
 def _submission_ids(db: Database, regrade_id: int) -> list[str]:
-    with db.session() as session:
+    """Return the submissions to grade, and make them the regrade's total (a run may have finished since it
+    was counted)."""
+    with db.session(write=True) as session, session.begin():
         regrade = session.get(Regrade, regrade_id)
         query = _to_regrade(regrade.exercise_slug, regrade.since).order_by(Submission.created_at, Submission.id)
-        return list(session.scalars(query))
+        ids = list(session.scalars(query))
+        regrade.total = len(ids)
+        return ids
 
 
 def _code(db: Database, submission_id: str) -> str:

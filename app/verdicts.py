@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from sqlalchemy import and_, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.models import FINAL_STATUSES, Submission, SubmissionVerdict, User, utcnow
@@ -26,6 +27,8 @@ from app.models import FINAL_STATUSES, Submission, SubmissionVerdict, User, utcn
 ERROR_LINE_CHARS = 300
 # submissions summarised per query when catching up; bounds the memory one batch of verdicts takes
 CATCH_UP_BATCH = 500
+# times a catch-up reads again after another process wrote some of the same rows first
+MAX_CLASHES = 3
 # the line Python prints last for an uncaught exception: `RuntimeError: Expected all tensors ...`
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$", re.M)
 
@@ -65,16 +68,26 @@ def needs_catch_up(session: Session, *, exercise_slug: str | None = None) -> boo
 
 def summarise_new_runs(session: Session, *, exercise_slug: str | None = None) -> int:
     """Write revision 0 for every finished submission that has none yet; return how many were written."""
-    written = 0
+    written, clashes = 0, 0
     while True:
         rows = session.execute(_unsummarised(exercise_slug).limit(CATCH_UP_BATCH)).all()
-        for submission_id, status, verdict, finished_at in rows:
-            session.add(SubmissionVerdict(submission_id=submission_id, revision=0, graded_at=finished_at or utcnow(),
-                                          **summary(status, verdict)))
-        session.flush()
+        try:
+            with session.begin_nested():
+                session.add_all(_run_row(submission_id, status, verdict, finished_at)
+                                for submission_id, status, verdict, finished_at in rows)
+        except IntegrityError:  # another process summarised some of them a moment ago: read again
+            clashes += 1
+            if clashes > MAX_CLASHES:
+                raise
+            continue
         written += len(rows)
         if len(rows) < CATCH_UP_BATCH:
             return written
+
+
+def _run_row(submission_id: str, status: str, verdict: dict | None, finished_at) -> SubmissionVerdict:
+    return SubmissionVerdict(submission_id=submission_id, revision=0, graded_at=finished_at or utcnow(),
+                             **summary(status, verdict))
 
 
 def current_verdicts(*, exercise_slug: str | None = None, learners_only: bool = False):
@@ -121,11 +134,14 @@ def verdict_of(submission: Submission, row: SubmissionVerdict) -> dict[str, Any]
 def add_regrade_verdict(session: Session, *, submission: Submission, regrade_id: int,
                         verdict: dict[str, Any]) -> tuple[str, SubmissionVerdict]:  # fmt: skip
     """Append a regrade's verdict to a submission's history; return its status before and the new row."""
-    rows = history(session, submission_ids=[submission.id]).get(submission.id) or []
+    rows = history(session, submission_ids=[submission.id]).get(submission.id)
     if not rows:  # never summarised yet: its run's verdict becomes revision 0 first, so history is whole
-        rows = [SubmissionVerdict(submission_id=submission.id, revision=0, graded_at=submission.finished_at
-                                  or utcnow(), **summary(submission.status, submission.verdict))]
-        session.add(rows[0])
+        try:
+            with session.begin_nested():
+                session.add(_run_row(submission.id, submission.status, submission.verdict, submission.finished_at))
+        except IntegrityError:
+            pass  # the dashboard summarised it at the same moment
+        rows = history(session, submission_ids=[submission.id])[submission.id]
     status = verdict["status"]
     row = SubmissionVerdict(submission_id=submission.id, revision=rows[-1].revision + 1, regrade_id=regrade_id,
                             verdict=verdict, graded_at=utcnow(), **summary(status, verdict))

@@ -6,11 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 
 from app import dashboard, progress, verdicts
 from app.content.course import load_course
 from app.db import Database
+from app.models import Submission
 from tests.helpers import make_settings, small_course
 
 EXERCISE = "demo"
@@ -117,3 +118,28 @@ def test_figures_of_a_class(tmp_path, course):
 ])  # fmt: skip
 def test_the_exception_line_is_the_last_one_python_printed(stderr, line):
     assert verdicts.exception_line(stderr) == line
+
+
+def test_a_catch_up_that_meets_rows_written_meanwhile_reads_again(tmp_path, monkeypatch):
+    """Two processes summarising at once (PostgreSQL lets their reads overlap): the later one's insert clashes on
+    (submission_id, revision) and it reads again, writing only what is still missing."""
+    settings = make_settings(tmp_path, migrate=True)
+    db = Database(settings.database_url)
+    fill(db, 2)
+    with db.session(write=True) as session, session.begin():
+        assert verdicts.summarise_new_runs(session) == 7
+    fill(db, 1)  # learner 0 again: four more runs, not summarised yet
+    real, calls = verdicts._unsummarised, []
+
+    def stale_first(exercise_slug):
+        """The first read sees every finished run, as if none had been summarised yet."""
+        calls.append(exercise_slug)
+        if len(calls) > 1:
+            return real(exercise_slug)
+        return select(Submission.id, Submission.status, Submission.verdict, Submission.finished_at)
+
+    monkeypatch.setattr(verdicts, "_unsummarised", stale_first)
+    with db.session(write=True) as session, session.begin():
+        assert verdicts.summarise_new_runs(session) == 4
+    db.dispose()
+    assert len(calls) == 2
