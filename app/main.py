@@ -12,7 +12,17 @@ from app.config import Settings, get_settings
 from app.db import Database
 from app.runner import make_runner
 from app.web import (
-    account, auth, comments, errors, exercises, instructor, lessons, moderation, openapi_pages, page_cache, progress,
+    account,
+    auth,
+    comments,
+    errors,
+    exercises,
+    instructor,
+    lessons,
+    moderation,
+    openapi_pages,
+    page_cache,
+    progress,
     reset,
 )
 from app.web.deps import make_limiter, open_database, require_csrf

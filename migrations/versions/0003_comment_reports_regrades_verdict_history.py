@@ -5,8 +5,8 @@ regrades: one row per regrade of an exercise (its progress and what it changed).
 submission_verdicts: every verdict a submission has had (revision 0: its run's; 1, 2, ...: regrades), so a
 regrade never overwrites the verdict a learner saw. Rows for revision 0 are filled in lazily by the dashboard.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-12-02 18:46:26.960223
 
 """
@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = '0002'
-down_revision: Union[str, Sequence[str], None] = '0001'
+revision: str = '0003'
+down_revision: Union[str, Sequence[str], None] = '0002'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
