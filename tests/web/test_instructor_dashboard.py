@@ -22,7 +22,7 @@ SOLUTION = (ROOT / "exercises" / "same-device" / "solution.py").read_text()
 STARTER = (ROOT / "exercises" / "same-device" / "wrong" / "unchanged_starter.py").read_text()
 PLACEHOLDER = (ROOT / "exercises" / "same-device" / "wrong" / "placeholder_y.py").read_text()
 PICK_SOLUTION = (ROOT / "exercises" / "pick-device" / "solution.py").read_text()
-PICK_WRONG = (ROOT / "exercises" / "pick-device" / "wrong" / "mps_first.py").read_text()
+PICK_WRONG = (ROOT / "exercises" / "pick-device" / "wrong" / "more_than_one_gpu.py").read_text()
 # a display name a spreadsheet would run as a formula
 FORMULA_NAME = "=HYPERLINK(\"http://x\")"
 
