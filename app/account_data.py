@@ -1,9 +1,9 @@
 """What the database holds about one account: export it all, or delete the account.
-
 Which rows are "about" an account is read from the tables themselves: the `users` row, its `learners` row, and
-every row of any table with a foreign key to either (progress, submissions, comments, reset links, and tables
-added later). So a new table that points at a user or a learner is exported without a change here, and the
-tests that compare the export with the database fail if it is not deleted as it should be.
+every row of any table with a foreign key to either (progress, submissions, comments, reset links, and tables added
+later), and the rows that hang off the learner's submissions (their verdict history after regrades). So a new table
+that points at a user or a learner is exported without a change here, and the tests that compare the export with
+the database fail if it is not deleted as it should be.
 
 Deleting: the user, their learner (and so, by ON DELETE CASCADE, lessons read, exercise progress and
 submissions) and their reset links go. Their comments stay, with no author ("deleted user"), so replies keep their
@@ -20,7 +20,7 @@ from sqlalchemy import Table, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.accounts import require_password
-from app.models import Base, Comment, Learner, User, utcnow
+from app.models import Base, Comment, Learner, Submission, User, utcnow
 
 # columns an export leaves out, and why (the owner cannot use them, and a copy only helps an attacker)
 OMITTED = {
@@ -39,6 +39,9 @@ def _owner_clause(table: Table, user_id: int, learner_id: str):
     keys = {(User.__tablename__, "id"): user_id, (Learner.__tablename__, "id"): learner_id}
     clauses = [fk.parent == keys[(fk.column.table.name, fk.column.name)]
                for fk in table.foreign_keys if (fk.column.table.name, fk.column.name) in keys]  # fmt: skip
+    # one step further for the learner's own submissions: their verdict history (regrades) is about them too
+    clauses += [fk.parent.in_(select(Submission.id).where(Submission.learner_id == learner_id))
+                for fk in table.foreign_keys if fk.column.table.name == Submission.__tablename__]  # fmt: skip
     return or_(*clauses) if clauses else None
 
 
