@@ -1,4 +1,5 @@
 """What the database holds about one account: export it all, or delete the account.
+
 Which rows are "about" an account is read from the tables themselves: the `users` row, its `learners` row, and
 every row of any table with a foreign key to either (progress, submissions, comments, reset links, and tables added
 later), and the rows that hang off the learner's submissions (their verdict history after regrades). So a new table
