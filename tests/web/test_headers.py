@@ -9,7 +9,7 @@ import pytest
 from fastapi.routing import iter_route_contexts
 
 from app import password_reset, progress
-from app.models import User
+from app.models import Regrade, User
 from app.submissions import error_verdict
 from app.web.headers import CSP, DOCS_CSP, HEADERS, HSTS_MAX_AGE_S, SVG_CSP
 from tests.helpers import make_settings
@@ -24,8 +24,9 @@ def get_routes(app) -> list[str]:
 
 @pytest.fixture
 def visitor(app, signed_in_client):
-    """A signed-in learner with a finished submission and a reset link; `.values` fills each path parameter."""
-    browser = signed_in_client()
+    """A signed-in instructor (every route answers them) with a finished submission, a reset link and a regrade;
+    `.values` fills each path parameter."""
+    browser = signed_in_client(role="instructor")
     lesson = app.state.course.lessons[0].slug
     exercise = sorted(app.state.course.exercises)[0]
     with app.state.db.session(write=True) as session:
@@ -33,8 +34,11 @@ def visitor(app, signed_in_client):
         sub = progress.record_submission(session, learner_id=user.learner_id, exercise_slug=exercise, code="print(1)")
         progress.finish_submission(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
         token = password_reset.issue_token(session, user=user, ttl_s=600)
+        regrade = Regrade(exercise_slug=exercise, requested_by=user.id, status="finished")
+        session.add(regrade)
         session.commit()
-    browser.values = {"submission_id": sub.id, "token": token, "lesson": lesson, "exercise": exercise}
+        browser.values = {"submission_id": sub.id, "token": token, "lesson": lesson, "exercise": exercise,
+                          "regrade_id": str(regrade.id)}
     return browser
 
 
@@ -43,7 +47,7 @@ def real_path(path: str, values: dict[str, str]) -> str:
     def value(match: re.Match) -> str:
         name = match.group(1)
         if name == "slug":
-            return values["exercise" if path.startswith("/api/exercises/") else "lesson"]
+            return values["exercise" if path.startswith(("/api/exercises/", "/instructor/exercises/")) else "lesson"]
         if name not in values:
             pytest.fail(f"{path}: give the parameter {{{name}}} a value that exists in the `visitor` fixture")
         return values[name]
