@@ -70,7 +70,20 @@ class Settings(BaseSettings):
     runner_concurrency: int = 2
     # jobs waiting beyond those running; past this, submit() refuses with "busy, retry in N s"
     runner_queue_size: int = 32
+    # --- scale-out (COURSE_RUNNER=celery; docs/operations.md#scaling-out)
+    # Redis: Celery's broker, and the per-job event streams the web tier reads
     celery_broker_url: str = "redis://127.0.0.1:6379/0"
+    # seconds a job's event stream (output lines, result, verdict) stays in Redis after its last event; a page
+    # reconnecting within it replays from Last-Event-ID, later readers get the stored verdict
+    runner_stream_ttl_s: int = 3600
+    # seconds a running job's lease lasts without a heartbeat; workers renew theirs every third of it, and the
+    # sweeper queues a job again once its lease ran out (its worker died)
+    runner_lease_s: float = 30.0
+    # runs of one submission (the first plus re-runs after a worker died) before it is stored as an error
+    runner_max_attempts: int = 3
+    # seconds a queued job may wait for a worker before the sweeper presumes the broker lost it and queues it
+    # again; above the longest wait a full queue causes (COURSE_RUNNER_QUEUE_SIZE jobs ahead)
+    runner_queue_timeout_s: float = 900.0
 
     # --- sandbox limits, per job
     # seconds of wall clock; a tiny training step takes well under one

@@ -29,6 +29,7 @@ from app import progress
 from app.content.exercises import Exercise
 from app.db import Database
 from app.errors import Refusal
+from app.leases import error_verdict
 from app.models import Submission
 from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
 
@@ -93,12 +94,6 @@ class LiveRun:
             if self.done:
                 return
             await wake.wait()
-
-
-def error_verdict(exercise_slug: str, message: str) -> dict:
-    """Return the Verdict JSON for a run the site itself failed (not the learner's fault)."""
-    return {"exercise": exercise_slug, "status": "error", "checks": [], "stdout": "", "stderr": message,
-            "duration_ms": 0, "device": "cpu"}
 
 
 def stored_events(submission: Submission) -> list[tuple[str, dict]]:
@@ -211,8 +206,20 @@ class LiveHub:
             submission = progress.finish_submission(session, submission_id=submission_id, verdict=verdict)
             return verdict_json(submission)
 
-    async def events(self, submission_id: str, *, poll_s: float = 0.25,
-                     timeout_s: float = 120.0) -> AsyncIterator[tuple[str, dict]]:
+    async def events(self, submission_id: str, *, after: str | None = None, poll_s: float = 0.25,
+                     timeout_s: float = 120.0) -> AsyncIterator[tuple[str, str, dict]]:
+        """Yield a submission's (id, kind, data) events after event `after` (a number; from the first if None).
+
+        Ids count events from 1, so a page reconnecting with Last-Event-ID gets the rest.
+        """
+        skip = int(after) if after and after.isdigit() else 0
+        index = 0
+        async for kind, data in self._events(submission_id, poll_s=poll_s, timeout_s=timeout_s):
+            index += 1
+            if index > skip:
+                yield str(index), kind, data
+
+    async def _events(self, submission_id: str, *, poll_s: float, timeout_s: float):
         """Yield a submission's events from the first: live if this process runs it, else from the database.
 
         A run this process does not hold may belong to another web worker; wait for its stored verdict, and

@@ -11,6 +11,8 @@ A mail server: `smtp_sink`.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -33,11 +35,34 @@ from tests.helpers import (
 # --- settings and the app over HTTP -----------------------------------------------------------------------------
 
 
+def pytest_generate_tests(metafunc):
+    """Run each test of a module marked `both_databases` against SQLite and against PostgreSQL."""
+    if metafunc.definition.get_closest_marker("both_databases") and "db_backend" in metafunc.fixturenames:
+        metafunc.parametrize("db_backend", ["sqlite", "postgresql"], indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def db_backend(request) -> str:
+    """The database a test's app uses: "sqlite", or "postgresql" too in modules marked `both_databases`."""
+    return getattr(request, "param", "sqlite")
+
+
+def database_override(request, db_backend: str) -> dict:
+    """Return the settings override for the backend: nothing for SQLite, a fresh migrated PostgreSQL database."""
+    if db_backend != "postgresql":
+        return {}
+    server = request.getfixturevalue("postgres_server")
+    template = request.getfixturevalue("postgres_template")
+    return {"database_url": server.create_database(f"t_{uuid.uuid4().hex[:12]}", template=template)}
+
+
 @pytest.fixture
-def settings(request, tmp_path) -> Settings:
-    """Settings for one test: a real SQLite file in a temp dir, test mode (two small lessons if `small_course`)."""
+def settings(request, tmp_path, db_backend) -> Settings:
+    """Settings for one test: a real SQLite file in a temp dir (or a PostgreSQL database, see `db_backend`),
+    test mode (two small lessons if `small_course`)."""
     marked = request.node.get_closest_marker("small_course") is not None
-    return make_settings(tmp_path, course=small_course(tmp_path) if marked else None)
+    return make_settings(tmp_path, course=small_course(tmp_path) if marked else None,
+                         **database_override(request, db_backend))
 
 
 @pytest.fixture
@@ -100,6 +125,17 @@ def _module_app(tmp, course=None, **extra):
 
 
 @pytest.fixture(scope="module")
+def live_app(request, tmp_path_factory, db_backend):
+    """The real app with its runner started (the course's own lessons and exercises); `.browsers.new()` gives a
+    fresh learner."""
+    app = _module_app(tmp_path_factory.mktemp("live"), **database_override(request, db_backend))
+    with TestClient(app) as first:
+        app.browsers = Browsers(app, first.portal, "10.1.0")
+        yield app
+    app.state.db.dispose()
+
+
+@pytest.fixture(scope="module")
 def site_client(tmp_path_factory) -> TestClient:
     """A client of the real app serving the real lessons/ and exercises/."""
     app = _module_app(tmp_path_factory.mktemp("real"))
@@ -114,17 +150,6 @@ def fixture_client(tmp_path_factory) -> TestClient:
     app = _module_app(tmp_path_factory.mktemp("good"), FIXTURES / "good")
     with TestClient(app) as c:
         yield c
-    app.state.db.dispose()
-
-
-@pytest.fixture(scope="module")
-def live_app(tmp_path_factory):
-    """The real app with its runner started (the course's own lessons and exercises); `.browsers.new()` gives a
-    fresh learner."""
-    app = _module_app(tmp_path_factory.mktemp("live"))
-    with TestClient(app) as first:
-        app.browsers = Browsers(app, first.portal, "10.1.0")
-        yield app
     app.state.db.dispose()
 
 
@@ -224,3 +249,33 @@ def sandbox(sandbox_settings):
     """A started runner (real fork server, real isolation) behind a blocking facade, shared by the session."""
     with BlockingRunner(sandbox_settings) as runner:
         yield runner
+
+
+# --- the worker tier's servers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server (Debian's), started once per session as an unprivileged user in a temp dir."""
+    from bench.services import PostgresServer
+
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server) -> str:
+    """The name of a database migrated to head; tests copy it (CREATE DATABASE ... TEMPLATE) in milliseconds."""
+    from app.db import upgrade
+
+    upgrade(postgres_server.create_database("course_template"))
+    return "course_template"
+
+
+@pytest.fixture
+def redis_server():
+    """A real Redis server (Debian's redis-server) on a free port, for one test; see `tier_redis` for a module."""
+    from bench.services import RedisServer
+
+    with RedisServer() as server:
+        yield server

@@ -20,7 +20,9 @@ def _register() -> None:
     from app.cli.regrade import regrade
     from app.cli.run import run
     from app.cli.serve import serve
+    from app.cli.sweep import sweep
     from app.cli.users import users
+    from app.cli.worker import worker
 
     main.add_command(serve)
     main.add_command(check)
@@ -30,6 +32,8 @@ def _register() -> None:
     main.add_command(doctor)
     main.add_command(grade)
     main.add_command(regrade)
+    main.add_command(worker)
+    main.add_command(sweep)
 
 
 _register()

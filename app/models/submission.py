@@ -27,6 +27,7 @@ class Submission(Base):
         ),
         Index(None, "learner_id", "exercise_slug", "created_at"),
         Index(None, "exercise_slug", "created_at"),
+        Index(None, "status", "heartbeat_at"),  # the sweeper's question: which unfinished runs went quiet
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -39,6 +40,13 @@ class Submission(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # milliseconds the sandbox spent on the run (the verdict's duration_ms), None until finished
     duration_ms: Mapped[int | None] = mapped_column(Integer)
+    # The lease of a run on a worker tier (COURSE_RUNNER=celery; app/leases.py). `attempt` numbers the runs of
+    # this submission: a job message carries it, and only the current attempt may start or store a verdict.
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # the worker holding the run while "running" (host:pid:nonce), None otherwise
+    worker: Mapped[str | None] = mapped_column(String(200))
+    # "running": the worker's last heartbeat; "queued": when the attempt was put on the queue (None: not yet)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     @property
     def finished(self) -> bool:

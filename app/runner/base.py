@@ -1,6 +1,6 @@
 """The job interface every runner implements: submit a job, stream its output, get one result.
 
-LocalRunner (local.py) runs jobs in an embedded fork server; a Celery runner can implement the same protocol.
+LocalRunner (local.py) runs jobs in an embedded fork server; CeleryRunner (celery.py) sends them to workers.
 `make_runner(settings)` (factory.py) is the one place that picks the implementation.
 """
 
@@ -90,6 +90,15 @@ class Busy(Exception):
         self.retry_after = retry_after
 
 
+class Unavailable(Exception):
+    """The job queue cannot be reached (the broker is down); the web layer answers 503 with Retry-After."""
+
+    def __init__(self, what: str, retry_after: int = 5) -> None:
+        super().__init__(f"the job queue is unreachable ({what}); retry in {retry_after} s")
+        self.what = what
+        self.retry_after = retry_after
+
+
 class Rejected(Exception):
     """The job was refused before running (source too large, not UTF-8)."""
 
@@ -165,5 +174,6 @@ def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-__all__ = ["Job", "Result", "OutputEvent", "DoneEvent", "Event", "OnOutput", "Busy", "Rejected", "JobHandle",
+__all__ = ["Job", "Result", "OutputEvent", "DoneEvent", "Event", "OnOutput", "Busy", "Unavailable", "Rejected",
+           "JobHandle",
            "Runner", "check_source", "check_source_text", "new_job_id"]

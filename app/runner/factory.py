@@ -2,7 +2,7 @@
 
 Every caller outside the web app (the CLI, `course check`, `course doctor`, the blocking facade for tests and
 benchmarks) writes `async with open_runner(settings) as runner:`; the web app starts `make_runner(settings)` in
-its lifespan. A new runner (Celery, a GPU slot pool) is one more branch in `make_runner` and nothing else.
+its lifespan. A new runner is one more branch in `make_runner` and nothing else.
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ def make_runner(settings, **options) -> Runner:
     """Return the runner COURSE_RUNNER names, not started; `options` go to its constructor (tests, benchmarks)."""
     if settings.runner == "local":
         return LocalRunner(settings, **options)
-    raise ValueError(f"COURSE_RUNNER={settings.runner!r} is not implemented yet; use 'local'")
+    if settings.runner == "celery":
+        from app.runner.celery_runner import CeleryRunner  # Celery and kombu load only where they are used
+
+        return CeleryRunner(settings, **options)
+    raise ValueError(f"COURSE_RUNNER={settings.runner!r} is not a runner; use 'local' or 'celery'")
 
 
 @asynccontextmanager

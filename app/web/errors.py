@@ -17,7 +17,7 @@ from app.comments import CommentError
 from app.errors import Refusal
 from app.password_reset import ResetLinkInvalid
 from app.regrade import RegradeError
-from app.runner.base import Busy, Rejected
+from app.runner.base import Busy, Rejected, Unavailable
 from app.submissions import Refused
 from app.web.deps import SignInRequired
 from app.web.templating import render
@@ -117,6 +117,15 @@ async def busy(request: Request, exc: Busy) -> JSONResponse:
         status_code=429, headers={"Retry-After": str(exc.retry_after)})
 
 
+async def unavailable(request: Request, exc: Unavailable) -> JSONResponse:
+    """Answer 503 when the job queue is unreachable; nothing was stored, so running again costs nothing."""
+    return JSONResponse(
+        {"detail": f"The course cannot take code right now: its job queue is unreachable ({exc.what}). Nothing "
+                   f"was stored; run again in {exc.retry_after} s.", "reason": "unavailable",
+         "retry_after": exc.retry_after},
+        status_code=503, headers={"Retry-After": str(exc.retry_after)})
+
+
 # framework refusals first, then one handler per domain error type
 HANDLERS = {
     400: bad_request,
@@ -131,4 +140,5 @@ HANDLERS = {
     Refused: refusal,
     Rejected: rejected,
     Busy: busy,
+    Unavailable: unavailable,
 }

@@ -24,8 +24,9 @@ from sqlalchemy.exc import OperationalError
 from app import progress
 from app.content.exercises import Exercise
 from app.models import Submission
-from app.runner.base import Busy
+from app.runner.base import Busy, Unavailable
 from app.submissions import LiveHub, Refused, check_code, exercise_state, fail_interrupted, verdict_json
+from app.submissions_celery import CeleryHub
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,19 @@ async def lifespan(app: FastAPI):
     """Hold the live submissions of this process; cancel unfinished ones when the app stops.
 
     With the embedded local runner this process runs every job, so a run left queued or running in the database
-    died with an earlier server: it is marked as an error here (see `fail_interrupted`).
+    died with an earlier server: it is marked as an error here (see `fail_interrupted`). With the celery runner
+    the workers run them, and `CeleryHub` only sends and streams.
     """
     settings = getattr(app.state, "settings", None)
-    if settings is not None and settings.runner == "local":
+    runner = getattr(app.state, "runner", None)
+    if settings is not None and settings.runner == "celery":
+        # jobs run on the worker tier and outlive this process; leases and the sweeper finish them
+        hub = CeleryHub(app.state.db, runner)
+    else:
         failed = await anyio.to_thread.run_sync(_fail_interrupted, app.state.db)
         if failed:
             log.warning("marked %d submission(s) left unfinished by an earlier server as errors", failed)
-    hub = LiveHub(app.state.db, getattr(app.state, "runner", None))
+        hub = LiveHub(app.state.db, runner)
     app.state.live = hub
     try:
         yield
@@ -141,7 +147,8 @@ SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json":
                  400: {"description": "Not UTF-8 text, or not JSON"}, 404: {"description": "No such exercise"},
                  413: {"description": "Code over the source limit"},
                  422: {"description": "Not a JSON object with a string `code`", "content": DETAIL_TEXT},
-                 429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"}})
+                 429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"},
+                 503: {"description": "The job queue (worker tier) is unreachable (see Retry-After)"}})
 async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the code in the background; return its id at once. Follow it at /api/submissions/{id}/events."""
     hub: LiveHub = request.app.state.live
@@ -169,21 +176,11 @@ async def submission_events(submission: OwnedSubmission, request: Request) -> As
     """Stream the run: `output` events ({"stream", "line"}) in order from the first, then one `verdict`.
 
     A late subscriber gets every event from the start; a reconnecting EventSource (Last-Event-ID) gets the rest.
+    On the worker tier a `restart` event ({"attempt", "message"}) says the run started over on another worker.
     """
     hub: LiveHub = request.app.state.live
-    skip = _last_event_id(request)
-    index = 0
-    async for kind, data in hub.events(submission.id):
-        index += 1
-        if index > skip:
-            yield ServerSentEvent(event=kind, data=data, id=str(index), retry=SSE_RETRY_MS)
-
-
-def _last_event_id(request: Request) -> int:
-    try:
-        return max(0, int(request.headers.get("last-event-id", "0")))
-    except ValueError:
-        return 0
+    async for event_id, kind, data in hub.events(submission.id, after=request.headers.get("last-event-id")):
+        yield ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
 
 
 # --- without JavaScript: a plain form post, and the panel's state rendered on the server -----------------
@@ -206,7 +203,11 @@ async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) 
     except Busy as exc:
         return _form_refusal(request, exercise, 429, f"The course is busy; go back and run again in "
                                                      f"{exc.retry_after} s.", {"Retry-After": str(exc.retry_after)})
-    async for kind, _data in hub.events(submission_id):
+    except Unavailable as exc:
+        return _form_refusal(request, exercise, 503, f"The course cannot take code right now (its job queue is "
+                                                     f"unreachable); go back and run again in {exc.retry_after} s.",
+                             {"Retry-After": str(exc.retry_after)})
+    async for _id, kind, _data in hub.events(submission_id):
         if kind == "verdict":
             break
     return RedirectResponse(f"{_lesson_url(request, exercise)}#exercise-{exercise.slug}", status_code=303)

@@ -1,8 +1,9 @@
 // The live exercise panel: editor, Run, streamed output, the verdict with line links, hints, attempts, solution.
 // Progressive enhancement: the page works without this file (prompt, hints and a plain textarea are in the HTML).
 // Server contract (app/web/exercises.py):
-//   POST /api/exercises/{slug}/submissions {"code"} -> 202 {"id"} | 413 | 400 | 404 | 429 (Retry-After)
-//   GET  /api/submissions/{id}/events -> SSE: `output` {"stream","line"} ..., then one `verdict` (Verdict JSON)
+//   POST /api/exercises/{slug}/submissions {"code"} -> 202 {"id"} | 413 | 400 | 404 | 429 | 503 (Retry-After)
+//   GET  /api/submissions/{id}/events -> SSE: `output` {"stream","line"} ..., then one `verdict` (Verdict JSON);
+//        on the worker tier a `restart` {"attempt","message"} when the run started over on another worker
 //   GET  /api/submissions/{id} -> Verdict JSON (status "queued"/"running" while not done)
 //   GET  /api/exercises/{slug}/submissions -> {"attempts", "latest_code", "solution_unlocked", "solution"}
 (function () {
@@ -264,9 +265,10 @@
       if (resp.status === 202) return this.follow((await resp.json()).id);
       const body = await resp.json().catch(() => ({}));
       const detail = typeof body.detail === "string" ? body.detail : `The server answered ${resp.status}.`;
-      if (resp.status === 429) {
+      if (resp.status === 429 || resp.status === 503) {
         const wait = Math.max(1, parseInt(resp.headers.get("Retry-After") || "2", 10));
         if (body.reason === "busy") return this.retryLater(wait);
+        if (body.reason === "unavailable") return this.finish(detail, "error");
         return this.finish(detail, "error");
       }
       this.finish(detail, "error");
@@ -293,6 +295,12 @@
       source.addEventListener("output", (e) => {
         const data = JSON.parse(e.data);
         this.appendOutput(data.line, data.stream);
+      });
+      // the worker tier started the run over on another machine: its output starts over too
+      source.addEventListener("restart", (e) => {
+        this.output.replaceChildren();
+        this.hiddenLines = 0;
+        this.setStatus(JSON.parse(e.data).message, "pending");
       });
       source.addEventListener("verdict", (e) => {
         done = true;

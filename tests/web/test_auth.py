@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from app.config import DEFAULT_SECRET, Settings
 
-pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own
 
 PASSWORD = "a long enough password"
 

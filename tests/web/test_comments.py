@@ -10,7 +10,7 @@ from markupsafe import escape
 from app.comments import PER_PAGE, render_markdown
 from tests.web.xss_payloads import PAYLOADS, unsafe_markup
 
-pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own
 
 
 def post(browser, body, lesson="alpha", parent_id=None):

@@ -7,7 +7,7 @@ import pytest
 from app import progress
 from app.models import ExerciseProgress, Learner, LessonRead, Submission
 
-pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
+pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own
 
 PASSWORD = "a long enough password"
 VERDICT_PASSED = {"exercise": "same-device", "status": "passed", "checks": [], "stdout": "", "stderr": "",

@@ -1,5 +1,5 @@
-"""The live submissions API through the front door: real app, real SQLite file, real sandbox, the course's own
-exercises. Each test uses a fresh learner on a shared app, so their progress never mixes."""
+"""The live submissions API through the front door: real app, real database (SQLite and PostgreSQL), real sandbox, the
+course's own exercises. Each test uses a fresh learner on a shared app, so their progress never mixes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pytest
 
 from app import ROOT
 from tests.helpers import TEST_PASSWORD, create_account, make_settings, parse_sse
+
+pytestmark = pytest.mark.both_databases
 
 EXERCISES = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals"]
 

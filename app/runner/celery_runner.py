@@ -1,0 +1,182 @@
+"""CeleryRunner: jobs go to `course worker` processes through Celery on Redis; their events come back on a
+Redis Stream per job (streams.py), so any web server can follow any job.
+
+Two kinds of task (celery_app.py): a plain job (`submit`, the Runner protocol, for `course grade`, `run`,
+`check` and `doctor` pointed at the worker tier), and a stored submission (`send_submission`, used by
+app/submissions.py), whose worker also grades it and stores the verdict. Each goes to the queue the job needs,
+`cpu` or `gpu`. Back-pressure is the queue's length in Redis (what Celery's monitoring guide reads with LLEN):
+past COURSE_RUNNER_QUEUE_SIZE waiting jobs a submit raises Busy; a broker that cannot be reached raises
+Unavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from typing import AsyncIterator
+
+import anyio.to_thread
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
+
+from app.runner import streams
+from app.runner.base import Busy, DoneEvent, Event, Job, OutputEvent, Result, Unavailable, check_source, new_job_id
+from app.runner.celery_app import GRADE_TASK, RUN_TASK, job_seconds, make_celery
+from app.sandbox.limits import Limits
+
+log = logging.getLogger("course.runner")
+
+WORKER_PREFIX = "course:worker:"  # one key per live worker (app/worker/service.py), expiring with its lease
+CANCEL_PREFIX = "course:cancel:"  # set by cancel(); the worker running the job stops it
+# seconds one job is estimated to hold a worker slot, for the Retry-After of a busy refusal
+RETRY_SECONDS_PER_JOB = 1
+
+
+def queue_for(job: Job) -> str:
+    """Return the queue a job goes to: `gpu` when it asks for a GPU, else `cpu`."""
+    return "gpu" if getattr(job, "gpu", False) else "cpu"
+
+
+def job_message(job: Job, limits: Limits | None) -> dict:
+    """Return the JSON a plain job travels as (the worker rebuilds the Job from it)."""
+    return {"payload": job.payload(), "limits": limits.to_dict() if limits else None,
+            "gpu": bool(getattr(job, "gpu", False))}
+
+
+class CeleryJobHandle:
+    """A plain job on the worker tier: its events are read from its stream."""
+
+    def __init__(self, runner: CeleryRunner, job_id: str, deadline_s: float) -> None:
+        self.id = job_id
+        self._runner = runner
+        self._deadline_s = deadline_s
+        self._result: Result | None = None
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Yield OutputEvents as the worker writes them, then exactly one DoneEvent."""
+        after, deadline = "0", time.monotonic() + self._deadline_s
+        while self._result is None:
+            if time.monotonic() > deadline:
+                self._result = Result(status="error", message=(
+                    f"no worker finished this job within {self._deadline_s:.0f} s; check that `course worker` "
+                    "runs for its queue and can reach Redis"))
+                break
+            try:
+                entries = await streams.read(self._runner.redis, self.id, after)
+            except (RedisError, OSError) as exc:
+                log.warning("reading job %s: %s; retrying", self.id, exc)
+                await asyncio.sleep(0.5)
+                continue
+            for after, kind, data in entries:
+                if kind == "output":
+                    yield OutputEvent(data["stream"], data["line"])
+                elif kind == "done":
+                    self._result = Result.from_dict(data)
+        yield DoneEvent(self._result)
+
+    async def result(self) -> Result:
+        """Wait for and return the result (draining the events if nobody read them)."""
+        if self._result is None:
+            async for _event in self.events():
+                pass
+        return self._result  # type: ignore[return-value]
+
+    async def cancel(self) -> None:
+        """Stop the job: a queued one is skipped, a running one is killed by its worker."""
+        await self._runner.cancel(self.id)
+
+
+class CeleryRunner:
+    """Sends jobs to the worker tier; refuses with Busy past `runner_queue_size` waiting jobs."""
+
+    def __init__(self, settings, **_options) -> None:
+        self.settings = settings
+        self.limits = Limits.from_settings(settings)
+        self.queue_size = max(0, settings.runner_queue_size)
+        self.celery = make_celery(settings)
+        self.redis = None
+
+    async def start(self) -> None:
+        """Open the Redis client; nothing is contacted yet (the first submit says if Redis is unreachable)."""
+        self.redis = streams.connect(self.settings.celery_broker_url)
+
+    async def stop(self) -> None:
+        """Close the connections; jobs on the tier go on and store their verdicts."""
+        if self.redis is not None:
+            await self.redis.aclose()
+        await anyio.to_thread.run_sync(self.celery.close)
+
+    async def ready(self) -> dict:
+        """Wait until a worker is up; return its sandbox's report plus the tier's (`course doctor` shows it)."""
+        deadline = time.monotonic() + job_seconds(self.settings)
+        while time.monotonic() < deadline:
+            workers = await self.workers()
+            if workers:
+                first = next(iter(workers.values()))
+                return {**first.get("info", {}), "runner": "celery", "workers": workers}
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"no `course worker` reported to Redis at {self._broker()} within "
+                           f"{job_seconds(self.settings):.0f} s; start one (docs/operations.md#scaling-out)")
+
+    async def workers(self) -> dict[str, dict]:
+        """Return every live worker's last report (name -> queues, concurrency, running, sandbox info)."""
+        try:
+            keys = [k async for k in self.redis.scan_iter(match=WORKER_PREFIX + "*")]
+            values = await self.redis.mget(keys) if keys else []
+        except (RedisError, OSError) as exc:
+            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+        return {k.decode()[len(WORKER_PREFIX):]: json.loads(v) for k, v in zip(keys, values) if v}
+
+    async def admit(self, queue: str) -> None:
+        """Raise Busy when `queue` already holds runner_queue_size waiting jobs, Unavailable if Redis is down."""
+        try:
+            waiting = await self.redis.llen(queue)
+        except (RedisError, OSError) as exc:
+            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+        if waiting >= self.queue_size:
+            concurrency = max(1, self.settings.runner_concurrency)
+            raise Busy(max(1, math.ceil((waiting + 1) * RETRY_SECONDS_PER_JOB / concurrency)))
+
+    async def send(self, task: str, args: list, *, task_id: str, queue: str) -> None:
+        """Put one task on a queue; raise Unavailable if the broker cannot be reached."""
+        def publish() -> None:
+            self.celery.send_task(task, args=args, task_id=task_id, queue=queue)
+
+        try:
+            await anyio.to_thread.run_sync(publish)
+        except (KombuOperationalError, RedisError, OSError) as exc:
+            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+
+    async def submit(self, job: Job) -> CeleryJobHandle:
+        """Queue a plain job; raise Busy when its queue is full, Rejected for bad source, Unavailable."""
+        limits = job.limits or self.limits
+        check_source(job, limits)
+        queue = queue_for(job)
+        await self.admit(queue)
+        job_id = new_job_id()
+        await self.send(RUN_TASK, [job_id, job_message(job, job.limits)], task_id=job_id, queue=queue)
+        return CeleryJobHandle(self, job_id, deadline_s=job_seconds(self.settings) * 2)
+
+    async def send_submission(self, submission_id: str, attempt: int, *, gpu: bool = False) -> None:
+        """Queue the grading of a stored submission's attempt (no capacity check: it was admitted already)."""
+        await self.send(GRADE_TASK, [submission_id, attempt], task_id=f"{submission_id}-{attempt}",
+                        queue="gpu" if gpu else "cpu")
+
+    async def cancel(self, job_id: str) -> None:
+        """Ask the worker running (or about to run) a job to stop it."""
+        try:
+            await self.redis.set(CANCEL_PREFIX + job_id, "1", ex=self.settings.runner_stream_ttl_s)
+        except (RedisError, OSError) as exc:
+            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+
+    def _broker(self) -> str:
+        """The broker's address without its password, for messages."""
+        from kombu.utils.url import maybe_sanitize_url
+
+        return maybe_sanitize_url(self.settings.celery_broker_url)
+
+
+__all__ = ["CeleryRunner", "CeleryJobHandle", "queue_for", "job_message", "WORKER_PREFIX", "CANCEL_PREFIX"]
