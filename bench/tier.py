@@ -58,14 +58,15 @@ class Tier:
     def start_worker(self, concurrency: int = 1, queues: str = "cpu") -> subprocess.Popen:
         """Start one `course worker` and wait until it reports itself to Redis with a warm sandbox."""
         before = set(self.live_workers())
-        log = open(self.log_dir / f"worker-{len(self.workers)}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker", "--queues", queues, "--concurrency",
-                                 str(concurrency), "--loglevel", "WARNING"], env=self.env, cwd=ROOT,
-                                stdout=log, stderr=log, start_new_session=True)
+        log = self.log_dir / f"worker-{len(self.workers)}.log"
+        with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker", "--queues", queues, "--concurrency",
+                                     str(concurrency), "--loglevel", "WARNING"], env=self.env, cwd=ROOT,
+                                    stdout=out, stderr=out, start_new_session=True)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while not set(self.live_workers()) - before:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"course worker did not come up (exit {proc.poll()}); see {log.name}")
+                raise RuntimeError(f"course worker did not come up (exit {proc.poll()}); see {log}")
             time.sleep(0.1)
         self._wait_consuming(proc, deadline)
         self.workers.append(proc)
@@ -98,9 +99,9 @@ class Tier:
     def start_web(self, port: int | None = None) -> str:
         """Start one `course serve` (on `port`, or a free one) and wait until it answers; return its URL."""
         port = port or free_port()
-        log = open(self.log_dir / f"web-{port}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=self.env,
-                                cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+        with open(self.log_dir / f"web-{port}.log", "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=self.env,
+                                    cwd=ROOT, stdout=out, stderr=out, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         wait_ready(url + "/healthz", proc)
         self.webs.append((url, proc))
@@ -108,9 +109,11 @@ class Tier:
 
     def restart_web(self, index: int) -> str:
         """Stop web server `index` (SIGTERM, as a deploy would) and start it again on the same port."""
-        url, proc = self.webs.pop(index)
+        url, proc = self.webs[index]
         _stop(proc)
-        return self.start_web(int(url.rsplit(":", 1)[1]))
+        self.start_web(int(url.rsplit(":", 1)[1]))
+        self.webs[index] = self.webs.pop()
+        return url
 
     def kill_worker(self, proc: subprocess.Popen) -> None:
         """SIGKILL a worker process (its fork server follows: PR_SET_PDEATHSIG)."""

@@ -279,3 +279,26 @@ def redis_server():
 
     with RedisServer() as server:
         yield server
+
+
+# seconds; short, so a dead worker's job is re-queued within a few seconds of its last heartbeat
+TEST_LEASE_S = "3"
+
+
+@pytest.fixture(scope="module")
+def tier_redis():
+    from bench.services import RedisServer
+
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def running_tier(tier_redis, postgres_server, postgres_template, tmp_path_factory):
+    """Two web servers and two workers (one job slot each) on one Redis and one PostgreSQL database."""
+    from bench.tier import tier
+
+    url = postgres_server.create_database(f"tier_{uuid.uuid4().hex[:8]}", template=postgres_template)
+    with tier(url, tier_redis.url, tmp_path_factory.mktemp("tier-logs"), webs=2, workers=2,
+              COURSE_RUNNER_LEASE_S=TEST_LEASE_S) as running:
+        yield running

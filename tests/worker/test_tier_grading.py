@@ -1,0 +1,74 @@
+"""Grading on the worker tier, through the front door: every exercise's solution and one wrong file, over real
+HTTP to two web servers, run by two real `course worker` processes, events read back from Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from app import ROOT
+from bench.clients import EXERCISES, Learner
+from tests.helpers import parse_sse
+
+pytestmark = pytest.mark.slow
+
+# prints one line before it fails the `same_device` check, so its stream has output then a verdict
+PRINTS_THEN_FAILS = "print('before the mistake')\n"
+
+
+def wrong_file(slug: str):
+    path = sorted((ROOT / "exercises" / slug / "wrong").glob("*.py"))[0]
+    return path.read_text(encoding="utf-8"), path.read_text(encoding="utf-8").splitlines()[0].split(":")[1].strip()
+
+
+def run(coro):
+    """Run a coroutine in a thread of its own (Playwright's sync API may hold this thread's event loop)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def grade_all(base: str) -> dict[str, tuple[dict, dict]]:
+    solutions = {slug: (ROOT / "exercises" / slug / "solution.py").read_text(encoding="utf-8") for slug in EXERCISES}
+    async with Learner(base) as learner:
+        async def both(slug):
+            right = await learner.submit(slug, solutions[slug])
+            wrong = await learner.submit(slug, wrong_file(slug)[0])
+            return slug, (right, wrong)
+
+        return dict(await asyncio.gather(*(both(slug) for slug in EXERCISES)))
+
+
+def test_every_solution_passes_and_a_wrong_file_fails_its_check(running_tier):
+    outcomes = run(grade_all(running_tier.web[0]))
+    for slug, (right, wrong) in outcomes.items():
+        assert right.http_status == 202 and right.verdict["status"] == "passed", (slug, right.verdict)
+        expected = wrong_file(slug)[1]
+        assert wrong.verdict["status"] == "failed", (slug, wrong.verdict)
+        failed = {c["id"] for c in wrong.verdict["checks"] if not c["passed"]}
+        assert expected in failed, (slug, failed)
+
+
+def test_the_stream_gives_output_then_the_verdict_on_either_web_server(running_tier):
+    first, second = running_tier.web
+    code = PRINTS_THEN_FAILS + wrong_file("same-device")[0]
+
+    async def scenario():
+        async with Learner(first) as learner:
+            outcome = await learner.submit("same-device", code)
+            cookie = learner.cookie
+        async with httpx.AsyncClient(base_url=second, timeout=60, headers={"Cookie": cookie}) as other:
+            response = await other.get(f"/api/submissions/{outcome.submission_id}/events")
+        return outcome, response
+
+    outcome, response = run(scenario())
+    events = parse_sse(response.text)
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "output" and kinds[-1] == "verdict" and set(kinds) == {"output", "verdict"}, kinds
+    assert events[0][1] == {"stream": "stdout", "line": "before the mistake"}
+    assert events[-1][1]["id"] == outcome.submission_id and events[-1][1]["status"] == "failed"
+    assert events[-1][1] == {**outcome.verdict}
+    ids = [line.split(": ", 1)[1] for line in response.text.splitlines() if line.startswith("id: ")]
+    assert len(ids) == len(events) and all("-" in i for i in ids)  # Redis stream ids, valid on any web server
