@@ -1,9 +1,11 @@
-# The course site (and later the worker): one image, the same install steps as `make setup`.
-#   docker build -t course .                                   # CPU torch (the default)
-#   docker build -t course-gpu --build-arg TORCH_BUILD=cuda .  # the CUDA build of the same torch
+# The course's images, the same install steps as `make setup`, in two targets of one build:
+#   docker build -t course .                                   # the web site (the default target, `web`)
+#   docker build -t course-worker --target worker .            # `course worker`, holding the sandbox
+#   docker build -t course-gpu --build-arg TORCH_BUILD=cuda .  # the CUDA build of the same torch (either target)
 #   docker run -p 8000:8000 -e COURSE_SECRET_KEY=... course
+# compose.yaml runs both for the worker tier; the worker's privileges are explained in docs/operations.md.
 # GPU slots need the sandbox to run as root with the GPUs' device nodes: docs/operations.md#gpu-hosts.
-FROM python:3.11-slim-bookworm
+FROM python:3.11-slim-bookworm AS base
 
 # Which torch build to install, as `make setup TORCH_BUILD=...`: cpu (PyTorch's CPU index) or cuda (PyPI, whose
 # Linux wheel is the CUDA build). torch is pinned and installed first: an unpinned `torch` pulls the newest.
@@ -59,12 +61,31 @@ COPY lessons ./lessons
 COPY exercises ./exercises
 
 RUN mkdir -p var && chown course:course var
-USER 10001
 
 # Production mode refuses the development secret and broken content; set COURSE_SECRET_KEY when running.
 ENV COURSE_ENV=production \
     COURSE_HOST=0.0.0.0 \
     COURSE_PORT=8000
+
+
+# --- the worker: runs jobs from Redis in the warm sandbox (COURSE_RUNNER=celery on the web side).
+# It stays root: the sandbox makes namespaces and mounts, writes cgroups and switches each job to its own uid
+# (COURSE_SANDBOX_UID_BASE...), none of which uid 10001 may do. Learner code never runs as root: every job
+# drops to its slot's uid with no capabilities, under seccomp. The container needs CAP_SYS_ADMIN and no
+# AppArmor mount denial (compose.yaml: cap_add, security_opt, cgroup); the entrypoint gives the sandbox a
+# writable cgroup v2 tree where the runtime mounted it read-only.
+FROM base AS worker
+COPY scripts/worker-entrypoint ./scripts/
+# alive while its report in Redis is (renewed every third of COURSE_RUNNER_LEASE_S, gone when it stops)
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
+  CMD ["python", "-c", "import os, socket, redis; r = redis.Redis.from_url(os.environ['COURSE_CELERY_BROKER_URL']); raise SystemExit(0 if any(r.scan_iter(match='course:worker:' + socket.gethostname() + ':*')) else 1)"]
+ENTRYPOINT ["scripts/worker-entrypoint"]
+CMD ["course", "worker", "--queues", "cpu"]
+
+
+# --- the web site (the default target): unprivileged, no sandbox of its own with COURSE_RUNNER=celery.
+FROM base AS web
+USER 10001
 EXPOSE 8000
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \

@@ -26,7 +26,7 @@ test: setup system-deps db
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: setup db
+bench: setup system-deps db
 	$(BIN)/python -m bench
 
 setup: $(STAMP)
@@ -45,10 +45,14 @@ $(STAMP): pyproject.toml
 db: setup
 	$(BIN)/course db upgrade
 
-# What the tests need from Debian: Chromium for browser tests, libseccomp for the sandbox filter.
+# What the tests need from Debian: Chromium for browser tests, libseccomp for the sandbox filter, redis-server and
+# postgresql for the worker-tier and PostgreSQL tests (which start their own servers; the packages' own services
+# are not used). `make bench` needs the last two as well (the celery benchmark).
 system-deps:
-	@command -v chromium >/dev/null 2>&1 && test -e /usr/lib/x86_64-linux-gnu/libseccomp.so.2 || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libseccomp2 >/dev/null)
+	@command -v chromium >/dev/null 2>&1 && test -e /usr/lib/x86_64-linux-gnu/libseccomp.so.2 && \
+	  test -x /usr/bin/redis-server && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libseccomp2 \
+	   redis-server postgresql >/dev/null)
 
 # Rebuild the bundled CodeMirror editor into static/ (needs npm; the bundle is committed).
 editor:

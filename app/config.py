@@ -81,9 +81,6 @@ class Settings(BaseSettings):
     runner_lease_s: float = 30.0
     # runs of one submission (the first plus re-runs after a worker died) before it is stored as an error
     runner_max_attempts: int = 3
-    # seconds a queued job may wait for a worker before the sweeper presumes the broker lost it and queues it
-    # again; above the longest wait a full queue causes (COURSE_RUNNER_QUEUE_SIZE jobs ahead)
-    runner_queue_timeout_s: float = 900.0
 
     # --- sandbox limits, per job
     # seconds of wall clock; a tiny training step takes well under one

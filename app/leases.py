@@ -102,24 +102,27 @@ class Sweep:
     failed: list[str] = field(default_factory=list)
 
 
-def sweep(session: Session, *, lease_s: float, queue_timeout_s: float, max_attempts: int,
+def sweep(session: Session, *, lease_s: float, max_attempts: int, waiting: set[str] | None,
           now: datetime | None = None) -> Sweep:
     """Find runs that need a worker again; bump their attempt (or store an error) and return what to queue.
 
     - running, no heartbeat for lease_s: its worker died; the next attempt is queued.
-    - queued, never put on the queue for lease_s (the web server died, or the broker was down, between storing
-      and sending): the same attempt is queued.
-    - queued for queue_timeout_s without a worker taking it: the broker lost it; the next attempt is queued.
+    - queued and sent over lease_s ago, but its message is not among `waiting` (the task ids on the broker's
+      queues): a worker took it and lost it (it died, or dropped what it had reserved when Redis went away) or
+      Redis lost it; the next attempt is queued. `waiting` None (Redis unreachable) skips this rule.
+    - queued, never sent, for lease_s (the web server died, or Redis was down, between storing and sending):
+      the same attempt is queued.
     The caller sends each returned attempt and then calls `mark_enqueued`. Concurrent sweepers are safe: each
     change is guarded, and only the sweeper that made it returns it.
     """
     now = now or utcnow()
     result = Sweep()
-    stale, lost = now - timedelta(seconds=lease_s), now - timedelta(seconds=queue_timeout_s)
+    stale = now - timedelta(seconds=lease_s)
     quiet = session.execute(select(Submission.id, Submission.attempt, Submission.status, Submission.exercise_slug)
-                            .where(or_(and_(Submission.status == "running", Submission.heartbeat_at < stale),
-                                       and_(Submission.status == "queued", Submission.heartbeat_at < lost)))).all()
-    for row in quiet:
+                            .where(Submission.status.in_(("running", "queued")), Submission.heartbeat_at < stale))
+    for row in quiet.all():
+        if row.status == "queued" and (waiting is None or task_id(row.id, row.attempt) in waiting):
+            continue  # waiting its turn on the queue (or we cannot tell)
         guard = (Submission.attempt == row.attempt, Submission.status == row.status)
         if row.attempt >= max_attempts:
             verdict = error_verdict(row.exercise_slug, REPEATED_FAILURE.format(n=row.attempt))
@@ -136,5 +139,10 @@ def sweep(session: Session, *, lease_s: float, queue_timeout_s: float, max_attem
     return result
 
 
-__all__ = ["claim", "heartbeat", "finish_attempt", "mark_enqueued", "sweep", "Sweep", "error_verdict",
+def task_id(submission_id: str, attempt: int) -> str:
+    """Return the broker's id of one attempt's job message."""
+    return f"{submission_id}-{attempt}"
+
+
+__all__ = ["task_id", "claim", "heartbeat", "finish_attempt", "mark_enqueued", "sweep", "Sweep", "error_verdict",
            "REPEATED_FAILURE"]

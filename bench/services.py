@@ -7,6 +7,7 @@ made for it); as anyone else, to that user.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import pwd
@@ -15,13 +16,31 @@ import signal
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.servers import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"
+PR_SET_PDEATHSIG = 1
 # seconds a server gets to start or stop on a loaded 2-core machine
 START_TIMEOUT_S = 60
+
+
+def die_with_parent() -> None:
+    """In a child before exec: be sent SIGTERM when its parent goes (a test run killed midway must not leave
+    servers behind). Runs after any uid change, which would clear it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+# The parent-death signal follows the *thread* that forked, not the process: children are started from this one
+# thread, which lives as long as the process, so a server started from a short-lived thread does not die with it.
+_SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="course-spawner")
+
+
+def spawn(args: list[str], **kw) -> subprocess.Popen:
+    """Start a child process that dies with this process (see die_with_parent)."""
+    return _SPAWNER.submit(subprocess.Popen, args, preexec_fn=die_with_parent, **kw).result()
 
 
 def _wait(check, what: str, timeout: float = START_TIMEOUT_S) -> None:
@@ -47,7 +66,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         """Start the server (again, on the same port and data) and wait until it answers."""
         # appendonly: jobs on the queue survive a restart, as in compose.yaml; no RDB snapshots
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
              "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--protected-mode", "no",
              "--logfile", str(self.dir / "redis.log")], start_new_session=True)
@@ -101,27 +120,46 @@ class PostgresServer:
         self.dir = Path(tempfile.mkdtemp(prefix="course-pg-"))
         self.port = free_port()
         self.superuser = "course"
+        self.proc: subprocess.Popen | None = None
 
-    def _run(self, *args: str, **kw) -> subprocess.CompletedProcess:
-        as_other = os.geteuid() == 0
+    def _as_owner(self) -> dict:
+        """Popen keywords that run a command as the cluster's owner (only root can switch)."""
+        if os.geteuid() != 0:
+            return {}
         entry = pwd.getpwnam(self.user)
-        return subprocess.run(list(args), check=True, capture_output=True, text=True, cwd=self.dir,
-                              user=entry.pw_uid if as_other else None, group=entry.pw_gid if as_other else None,
-                              extra_groups=[] if as_other else None, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                              **kw)
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
     def start(self) -> PostgresServer:
-        """Create the cluster, start it, and wait until it takes connections."""
+        """Create the cluster, start `postgres` as a child of this process, and wait until it takes connections."""
         entry = pwd.getpwnam(self.user)
         os.chown(self.dir, entry.pw_uid, entry.pw_gid)
         data = self.dir / "data"
-        self._run(str(self.bin / "initdb"), "-D", str(data), "-U", self.superuser, "--auth=trust", "-E", "UTF8",
-                  "--no-sync", "--locale=C")
-        options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.dir / "log"), "-w",
-                  "-t", str(START_TIMEOUT_S), "start")
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        subprocess.run([str(self.bin / "initdb"), "-D", str(data), "-U", self.superuser, "--auth=trust", "-E",
+                        "UTF8", "--no-sync", "--locale=C"], check=True, capture_output=True, cwd=self.dir, env=env,
+                       **self._as_owner())
+        # not pg_ctl, which detaches the server: a child dies with the test run (die_with_parent)
+        with open(self.dir / "log", "ab") as log:
+            self.proc = spawn(
+                [str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.dir),
+                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                 "-c", "full_page_writes=off", "-c", "max_connections=200"],
+                stdout=log, stderr=log, cwd=self.dir, env=env, start_new_session=True, **self._as_owner())
+        _wait(self.answers, f"PostgreSQL did not take connections on port {self.port} (see {self.dir}/log)")
         return self
+
+    def answers(self) -> bool:
+        """Say whether the server takes connections."""
+        import psycopg
+
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"PostgreSQL exited with {self.proc.returncode}; see {self.dir}/log")
+        try:
+            psycopg.connect(f"host=127.0.0.1 port={self.port} user={self.superuser} dbname=postgres",
+                            connect_timeout=1).close()
+            return True
+        except psycopg.OperationalError:
+            return False
 
     def url(self, database: str = "postgres") -> str:
         """Return the SQLAlchemy URL of a database on this server."""
@@ -137,11 +175,14 @@ class PostgresServer:
         return self.url(name)
 
     def close(self) -> None:
-        """Stop the server and remove the cluster."""
-        try:
-            self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
-        except subprocess.CalledProcessError:
-            pass  # never started, or already gone
+        """Stop the server (a fast shutdown) and remove the cluster."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> PostgresServer:
@@ -151,4 +192,4 @@ class PostgresServer:
         self.close()
 
 
-__all__ = ["RedisServer", "PostgresServer", "postgres_bin"]
+__all__ = ["RedisServer", "PostgresServer", "postgres_bin", "spawn"]

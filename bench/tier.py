@@ -16,6 +16,7 @@ import redis
 
 from app import ROOT
 from bench.servers import free_port, migrate, wait_ready
+from bench.services import spawn
 
 # seconds a worker gets to warm its sandbox (torch import, warm-up) on a loaded 2-core machine
 WORKER_START_TIMEOUT_S = 180
@@ -55,12 +56,12 @@ class Tier:
     def web(self) -> list[str]:
         return [url for url, _ in self.webs]
 
-    def start_worker(self, concurrency: int = 1, queues: str = "cpu") -> subprocess.Popen:
+    def start_worker(self, concurrency: int = 1, queues: str = "cpu,gpu") -> subprocess.Popen:
         """Start one `course worker` and wait until it reports itself to Redis with a warm sandbox."""
         before = set(self.live_workers())
         log = self.log_dir / f"worker-{len(self.workers)}.log"
         with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker", "--queues", queues, "--concurrency",
+            proc = spawn([sys.executable, "-m", "app.cli", "worker", "--queues", queues, "--concurrency",
                                      str(concurrency), "--loglevel", "WARNING"], env=self.env, cwd=ROOT,
                                     stdout=out, stderr=out, start_new_session=True)
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
@@ -100,7 +101,7 @@ class Tier:
         """Start one `course serve` (on `port`, or a free one) and wait until it answers; return its URL."""
         port = port or free_port()
         with open(self.log_dir / f"web-{port}.log", "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=self.env,
+            proc = spawn([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=self.env,
                                     cwd=ROOT, stdout=out, stderr=out, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         wait_ready(url + "/healthz", proc)

@@ -17,18 +17,22 @@ from app.config import get_settings
               help="Sweep again every SECONDS until stopped (default: once, then exit).")
 def sweep(every: float | None) -> None:
     """Re-queue jobs whose lease ran out (their worker died); store those that failed too often as errors."""
+    import redis
+
     from app.db import Database
     from app.runner.celery_app import make_celery
     from app.worker.leasing import requeue
 
     settings = get_settings()
     db, celery = Database(settings.database_url), make_celery(settings)
+    client = redis.Redis.from_url(settings.celery_broker_url, socket_connect_timeout=2, socket_timeout=5)
     try:
         while True:
-            found = requeue(settings, db, celery)
+            found = requeue(settings, db, celery, client)
             click.echo(f"re-queued {len(found.requeue)}, stored {len(found.failed)} as errors")
             if every is None:
                 return
             time.sleep(every)
     finally:
+        client.close()
         db.dispose()

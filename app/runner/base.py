@@ -91,11 +91,14 @@ class Busy(Exception):
 
 
 class Unavailable(Exception):
-    """The job queue cannot be reached (the broker is down); the web layer answers 503 with Retry-After."""
+    """No job can be queued now (the broker is down, or no worker takes this queue); the web answers 503.
 
-    def __init__(self, what: str, retry_after: int = 5) -> None:
-        super().__init__(f"the job queue is unreachable ({what}); retry in {retry_after} s")
-        self.what = what
+    `why` completes "The course cannot take code right now: ..." for a person.
+    """
+
+    def __init__(self, why: str, retry_after: int = 5) -> None:
+        super().__init__(f"{why}; retry in {retry_after} s")
+        self.why = why
         self.retry_after = retry_after
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from app.runner.local import SERVER_HANG_GRACE_S, SERVER_START_TIMEOUT_S
+from app.runner.local import GPU_PREPARE_GRACE_S, SERVER_HANG_GRACE_S, SERVER_START_TIMEOUT_S
 
 RUN_TASK = "course.run_job"  # a plain job (course grade/run/check/doctor): output and Result on its stream
 GRADE_TASK = "course.grade_submission"  # a stored submission: its verdict goes to the database, then the stream
@@ -26,13 +26,16 @@ QUEUES = ("cpu", "gpu")
 
 
 def job_seconds(settings) -> float:
-    """Return the longest one job can hold a worker slot: a server (re)start, the wall clock, the hang grace."""
-    return SERVER_START_TIMEOUT_S + settings.sandbox_wall_s + SERVER_HANG_GRACE_S
+    """Return the longest one job can hold a worker slot: a server (re)start, a GPU slot's preparation, the wall
+    clock, and the grace after which the runner presumes its server stuck (the LocalRunner's own bounds)."""
+    return SERVER_START_TIMEOUT_S + GPU_PREPARE_GRACE_S + settings.sandbox_wall_s + SERVER_HANG_GRACE_S
 
 
 def visibility_timeout_s(settings) -> int:
-    """Return the broker's visibility timeout: one job waiting in a prefetching worker, one running, a lease."""
-    return int(2 * job_seconds(settings) + settings.runner_lease_s)
+    """Return the broker's visibility timeout: the longest a taken job runs before its runner gives up on it (a
+    GPU slot's preparation, the wall clock, the hang grace: a worker takes jobs only with its sandbox warm, and
+    takes no more than it runs), plus one lease."""
+    return int(GPU_PREPARE_GRACE_S + settings.sandbox_wall_s + SERVER_HANG_GRACE_S + settings.runner_lease_s)
 
 
 def make_celery(settings) -> Celery:

@@ -31,6 +31,8 @@ log = logging.getLogger("course.runner")
 
 WORKER_PREFIX = "course:worker:"  # one key per live worker (app/worker/service.py), expiring with its lease
 CANCEL_PREFIX = "course:cancel:"  # set by cancel(); the worker running the job stops it
+# seconds the set of queues live workers take is trusted before it is read again from Redis
+SERVED_CACHE_S = 2.0
 # seconds one job is estimated to hold a worker slot, for the Retry-After of a busy refusal
 RETRY_SECONDS_PER_JOB = 1
 
@@ -98,6 +100,8 @@ class CeleryRunner:
         self.queue_size = max(0, settings.runner_queue_size)
         self.celery = make_celery(settings)
         self.redis = None
+        self._served_queues: set[str] = set()
+        self._served_at = -SERVED_CACHE_S
 
     async def start(self) -> None:
         """Open the Redis client; nothing is contacted yet (the first submit says if Redis is unreachable)."""
@@ -127,18 +131,31 @@ class CeleryRunner:
             keys = [k async for k in self.redis.scan_iter(match=WORKER_PREFIX + "*")]
             values = await self.redis.mget(keys) if keys else []
         except (RedisError, OSError) as exc:
-            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+            raise self._unreachable(exc) from None
         return {k.decode()[len(WORKER_PREFIX):]: json.loads(v) for k, v in zip(keys, values) if v}
 
     async def admit(self, queue: str) -> None:
-        """Raise Busy when `queue` already holds runner_queue_size waiting jobs, Unavailable if Redis is down."""
+        """Raise Busy when `queue` already holds runner_queue_size waiting jobs; Unavailable when Redis is down
+        or no live worker takes jobs from `queue` (they would wait for nobody)."""
         try:
             waiting = await self.redis.llen(queue)
+            served = await self._served(queue)
         except (RedisError, OSError) as exc:
-            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+            raise self._unreachable(exc) from None
+        if not served:
+            raise Unavailable(f"no machine takes `{queue}` jobs right now (the operator should start "
+                              f"`course worker --queues {queue}`)", retry_after=30)
         if waiting >= self.queue_size:
             concurrency = max(1, self.settings.runner_concurrency)
             raise Busy(max(1, math.ceil((waiting + 1) * RETRY_SECONDS_PER_JOB / concurrency)))
+
+    async def _served(self, queue: str) -> bool:
+        """Say whether a live worker takes `queue` (the workers' reports, re-read at most every SERVED_CACHE_S)."""
+        if time.monotonic() - self._served_at > SERVED_CACHE_S:
+            workers = (await self.workers()).values()
+            self._served_queues = {q for worker in workers for q in worker.get("queues", ())}
+            self._served_at = time.monotonic()
+        return queue in self._served_queues
 
     async def send(self, task: str, args: list, *, task_id: str, queue: str) -> None:
         """Put one task on a queue; raise Unavailable if the broker cannot be reached."""
@@ -148,7 +165,7 @@ class CeleryRunner:
         try:
             await anyio.to_thread.run_sync(publish)
         except (KombuOperationalError, RedisError, OSError) as exc:
-            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+            raise self._unreachable(exc) from None
 
     async def submit(self, job: Job) -> CeleryJobHandle:
         """Queue a plain job; raise Busy when its queue is full, Rejected for bad source, Unavailable."""
@@ -170,7 +187,10 @@ class CeleryRunner:
         try:
             await self.redis.set(CANCEL_PREFIX + job_id, "1", ex=self.settings.runner_stream_ttl_s)
         except (RedisError, OSError) as exc:
-            raise Unavailable(f"Redis at {self._broker()}: {exc}") from None
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: Exception) -> Unavailable:
+        return Unavailable(f"its job queue (Redis at {self._broker()}) cannot be reached: {exc}")
 
     def _broker(self) -> str:
         """The broker's address without its password, for messages."""

@@ -118,10 +118,10 @@ async def busy(request: Request, exc: Busy) -> JSONResponse:
 
 
 async def unavailable(request: Request, exc: Unavailable) -> JSONResponse:
-    """Answer 503 when the job queue is unreachable; nothing was stored, so running again costs nothing."""
+    """Answer 503 when no job can be queued; nothing was stored, so running again costs nothing."""
     return JSONResponse(
-        {"detail": f"The course cannot take code right now: its job queue is unreachable ({exc.what}). Nothing "
-                   f"was stored; run again in {exc.retry_after} s.", "reason": "unavailable",
+        {"detail": f"The course cannot take code right now: {exc.why}. Nothing was stored; run again in "
+                   f"{exc.retry_after} s.", "reason": "unavailable",
          "retry_after": exc.retry_after},
         status_code=503, headers={"Retry-After": str(exc.retry_after)})
 

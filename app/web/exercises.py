@@ -204,8 +204,8 @@ async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) 
         return _form_refusal(request, exercise, 429, f"The course is busy; go back and run again in "
                                                      f"{exc.retry_after} s.", {"Retry-After": str(exc.retry_after)})
     except Unavailable as exc:
-        return _form_refusal(request, exercise, 503, f"The course cannot take code right now (its job queue is "
-                                                     f"unreachable); go back and run again in {exc.retry_after} s.",
+        return _form_refusal(request, exercise, 503, f"The course cannot take code right now: {exc.why}. Go back "
+                                                     f"and run again in {exc.retry_after} s.",
                              {"Retry-After": str(exc.retry_after)})
     async for _id, kind, _data in hub.events(submission_id):
         if kind == "verdict":

@@ -11,25 +11,48 @@ import json
 import logging
 import threading
 
+from redis.exceptions import RedisError
+
 from app import leases
-from app.runner.celery_app import GRADE_TASK
+from app.runner.celery_app import GRADE_TASK, QUEUES
 
 log = logging.getLogger("course.worker")
 
 
-def requeue(settings, db, celery) -> leases.Sweep:
+def waiting_tasks(client) -> set[str] | None:
+    """Return the ids of the job messages waiting on the queues (None if Redis cannot be read).
+
+    Celery's Redis transport keeps each queue as a list of JSON messages whose headers carry the task id (the
+    list Celery's monitoring guide reads with LLEN); COURSE_RUNNER_QUEUE_SIZE bounds each list.
+    """
+    try:
+        messages = [m for queue in QUEUES for m in client.lrange(queue, 0, -1)]
+    except RedisError as exc:
+        log.warning("could not read the queues (%s); queued jobs are not swept this time", exc)
+        return None
+    ids = set()
+    for message in messages:
+        try:
+            ids.add(json.loads(message)["headers"]["id"])
+        except (ValueError, KeyError, TypeError):
+            continue  # not one of ours
+    return ids
+
+
+def requeue(settings, db, celery, client) -> leases.Sweep:
     """Sweep once: store errors for runs that failed too often, send the rest to the queue again."""
+    waiting = waiting_tasks(client)
     with db.session(write=True) as session, session.begin():
         found = leases.sweep(session, lease_s=settings.runner_lease_s, max_attempts=settings.runner_max_attempts,
-                             queue_timeout_s=settings.runner_queue_timeout_s)
+                             waiting=waiting)
     for submission_id, attempt in found.requeue:
         queue = _queue_of(settings, db, submission_id)
-        celery.send_task(GRADE_TASK, args=[submission_id, attempt], task_id=f"{submission_id}-{attempt}",
+        celery.send_task(GRADE_TASK, args=[submission_id, attempt], task_id=leases.task_id(submission_id, attempt),
                          queue=queue)
         with db.session(write=True) as session, session.begin():
             leases.mark_enqueued(session, submission_id=submission_id, attempt=attempt)
-        log.warning("re-queued submission %s as attempt %d on %s (its worker went quiet)", submission_id,
-                    attempt, queue)
+        log.warning("queued submission %s (attempt %d) on %s: its worker went quiet, or it was never sent",
+                    submission_id, attempt, queue)
     for submission_id in found.failed:
         log.error("submission %s failed %d times; stored as an error", submission_id, settings.runner_max_attempts)
     return found
@@ -53,7 +76,11 @@ class Heartbeat:
     """Every third of a lease: renew this worker's leases, report it to Redis, sweep. Runs in its own thread."""
 
     def __init__(self, service, *, sweep: bool = True) -> None:
+        import redis
+
         self.service = service
+        self.redis = redis.Redis.from_url(service.settings.celery_broker_url, socket_connect_timeout=2,
+                                          socket_timeout=5)
         self.sweep = sweep
         self.period_s = service.settings.runner_lease_s / 3
         self._stop = threading.Event()
@@ -68,6 +95,7 @@ class Heartbeat:
         """Stop beating (the leases then run out unless the jobs finished)."""
         self._stop.set()
         self._thread.join(self.period_s + 5)
+        self.redis.close()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -89,7 +117,7 @@ class Heartbeat:
             log.warning("could not report worker %s to Redis", service.name)
         if self.sweep:
             try:
-                requeue(service.settings, service.db, service.celery)
+                requeue(service.settings, service.db, service.celery, self.redis)
             except Exception:  # the next beat sweeps again
                 log.exception("sweep failed")
 

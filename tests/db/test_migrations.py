@@ -125,3 +125,18 @@ def test_downgrading_0002_drops_the_comments_of_deleted_accounts_and_keeps_the_r
         assert "password_resets" not in inspect(conn).get_table_names()
     engine.dispose()
     db.upgrade(settings.database_url)
+
+
+def test_upgrade_check_downgrade_and_upgrade_again_on_a_real_postgresql(postgres_server):
+    """Every migration, both ways, on PostgreSQL itself (Debian's server, started by the fixture)."""
+    url = postgres_server.create_database("migrations_both_ways")
+    db.upgrade(url)
+    command.check(db.alembic_config(url))
+    db.downgrade(url, "base")
+    engine = db.make_engine(url)
+    assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+    engine.dispose()
+    db.upgrade(url)
+    engine = db.make_engine(url)
+    assert set(inspect(engine).get_table_names()) == set(Base.metadata.tables) | {"alembic_version"}
+    engine.dispose()

@@ -20,6 +20,8 @@ SUBMITTERS = 32
 SUBMISSIONS = 10
 # tries per submission while the queue is full; each waits the Retry-After the site gave
 MAX_TRIES = 200
+# seconds the whole load may take at most (a lost verdict must fail the test, not hang it)
+BOUND_S = 600
 
 
 async def submitter(n: int, base: str, code: dict[str, str]) -> list:
@@ -44,7 +46,7 @@ def test_32_submitters_x_10_submissions_lose_nothing_and_store_nothing_twice(run
         return [o for outcomes in await asyncio.gather(*runs) for o in outcomes]
 
     with ThreadPoolExecutor(1) as pool:
-        outcomes = pool.submit(asyncio.run, scenario()).result()
+        outcomes = pool.submit(asyncio.run, asyncio.wait_for(scenario(), BOUND_S)).result()
     assert len(outcomes) == SUBMITTERS * SUBMISSIONS
     assert {o.http_status for o in outcomes} == {202}
     assert all(o.verdict and o.verdict["status"] == "passed" for o in outcomes), \
