@@ -51,6 +51,11 @@ def headline(summary: dict) -> dict:
         "grading_overhead_p50_ms": g("grading.grading_overhead_p50_ms"),
         "sim_fidelity": g("fidelity.sim_fidelity"),
         "fidelity_programs": g("fidelity.programs"),
+        "celery_submit_p50_ms": g("workers.celery_submit_p50_ms"),
+        "local_submit_p50_ms": g("workers.local_submit_p50_ms"),
+        "celery_submit_overhead_ms": g("workers.celery_submit_overhead_ms"),
+        "celery_verdicts_per_s_1w": g("workers.celery_verdicts_per_s_1w"),
+        "celery_verdicts_per_s_2w": g("workers.celery_verdicts_per_s_2w"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
         out[f"grade_{slug}_p50_ms"] = g(f"live.submission_{slug}_p50_ms")
@@ -88,6 +93,11 @@ ROWS = [
     ("verdicts/s, 32 submitters", "verdicts_per_s", None, None, "", None),
     ("submission p95 under load (ms)", "submission_p95_ms", None, None, "", None),
     ("lost submissions", "lost_submissions", None, None, "0", lambda h: h["lost_submissions"] == 0),
+    ("submit until 202, p50 (ms): celery tier vs local runner", "celery_submit_p50_ms", "local_submit_p50_ms", None,
+     "< 15 ms added", lambda h: (h["celery_submit_overhead_ms"] if h["celery_submit_overhead_ms"] is not None
+                                 else 1e9) < 15),
+    ("celery verdicts/s: 1 worker / 2 workers", "celery_verdicts_per_s_1w", "celery_verdicts_per_s_2w", None, "",
+     None),
     ("page p99 with 4 hostile jobs (ms) vs no job", "hostile_page_p99_ms", "quiet_page_p99_ms", "hostile_p99_ratio",
      "< 100 ms",
      lambda h: (h["hostile_page_p99_ms"] or 1e9) < 100),

@@ -10,11 +10,12 @@ from bench.summary import headline, markdown, targets_met
 
 REQUIRED = ["sandbox_warm_p50_ms", "sandbox_cold_p50_ms", "sandbox_speedup", "idle_child_uss_mb",
             "grade_training_loop_p50_ms", "grade_training_loop_p95_ms", "page_rps", "plain_rps",
-            "page_throughput_ratio", "verdicts_per_s", "submission_p95_ms", "lost_submissions", "sim_fidelity"]
+            "page_throughput_ratio", "verdicts_per_s", "submission_p95_ms", "lost_submissions", "sim_fidelity",
+            "celery_submit_p50_ms", "local_submit_p50_ms", "celery_verdicts_per_s_1w", "celery_verdicts_per_s_2w"]
 
 
 def test_every_benchmark_module_is_discovered():
-    assert set(discover()) >= {"sandbox", "grading", "live", "pages", "load", "hostile", "fidelity"}
+    assert set(discover()) >= {"sandbox", "grading", "live", "pages", "load", "hostile", "fidelity", "workers"}
 
 
 def test_summary_has_every_headline_key_with_ratios_and_targets():
@@ -23,12 +24,15 @@ def test_summary_has_every_headline_key_with_ratios_and_targets():
                "live": {"submission_p50_ms": 120.0, "submission_p95_ms": 160.0, "cold_subprocess_p50_ms": 2400.0},
                "pages": {"page_rps": 800.0, "plain_rps": 1000.0},
                "load": {"verdicts_per_s": 9.5, "submission_p95_ms": 900.0, "lost_submissions": 0},
-               "fidelity": {"sim_fidelity": 0.98, "programs": 49}}
+               "fidelity": {"sim_fidelity": 0.98, "programs": 49},
+               "workers": {"celery_submit_p50_ms": 30.0, "local_submit_p50_ms": 20.0, "celery_submit_overhead_ms": 10.0,
+                           "celery_verdicts_per_s_1w": 5.0, "celery_verdicts_per_s_2w": 8.0}}
     head = headline(figures)
     assert all(isinstance(head[key], (int, float)) for key in REQUIRED), {k: head[k] for k in REQUIRED}
     assert head["sandbox_speedup"] == 100.0 and head["page_throughput_ratio"] == 0.8
     met = targets_met(head)
     assert met["sandbox_warm_p50_ms"] and met["page_rps"] and met["lost_submissions"] and met["sim_fidelity"]
+    assert met["celery_submit_p50_ms"]
     assert "hostile_page_p99_ms" not in met  # a benchmark that did not run is not reported as met
     table = markdown(head)
     assert "| lesson page requests/s @64 | 800.0 | 1,000.0 | 0.8 | >= 0.7 of plain | yes |" in table
