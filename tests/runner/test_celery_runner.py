@@ -1,0 +1,98 @@
+"""CeleryRunner's refusals through the front door, against a real Redis (no worker needed): a full queue is 429
+with Retry-After, a queue no worker takes and a stopped Redis are 503 with a sentence, and nothing is stored for
+any of them. Jobs actually running on workers: tests/worker and tests/load/test_tier_*."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from app.runner.celery_runner import WORKER_PREFIX
+from tests.helpers import make_settings, with_csrf
+
+CODE = {"code": "print('hi')\n"}
+QUEUE_SIZE = 3
+
+
+@pytest.fixture
+def tier_app(tmp_path, redis_server):
+    """The real app with COURSE_RUNNER=celery on a real Redis, serving the course's exercises."""
+    from app.main import create_app
+
+    settings = make_settings(tmp_path, migrate=True, runner="celery", celery_broker_url=redis_server.url,
+                             runner_queue_size=QUEUE_SIZE, runner_concurrency=1)
+    app = create_app(settings)
+    with TestClient(app) as client:
+        yield app, with_csrf(client), redis.Redis.from_url(redis_server.url)
+    app.state.db.dispose()
+
+
+def pretend_worker(client: redis.Redis, queues=("cpu",)) -> None:
+    """Write a live worker's report, as `course worker` does each heartbeat."""
+    client.set(WORKER_PREFIX + "test:1:abc", json.dumps({"queues": list(queues), "concurrency": 1, "running": 0}),
+               ex=60)
+
+
+def stored(app) -> int:
+    from sqlalchemy import func, select
+
+    from app.models import Submission
+
+    with app.state.db.session() as session:
+        return session.scalar(select(func.count()).select_from(Submission))
+
+
+def test_a_queue_no_worker_takes_is_503_and_nothing_is_stored(tier_app):
+    app, client, _redis = tier_app
+    response = client.post("/api/exercises/pick-device/submissions", json=CODE)
+    assert response.status_code == 503 and response.headers["retry-after"] == "30"
+    assert "no machine takes `cpu` jobs" in response.json()["detail"]
+    assert "course worker --queues cpu" in response.json()["detail"] and stored(app) == 0
+
+
+def test_a_full_queue_is_429_with_retry_after(tier_app):
+    app, client, broker = tier_app
+    pretend_worker(broker)
+    accepted = [client.post("/api/exercises/pick-device/submissions", json=CODE) for _ in range(QUEUE_SIZE)]
+    assert [r.status_code for r in accepted] == [202] * QUEUE_SIZE  # nobody runs them: they wait on `cpu`
+    assert broker.llen("cpu") == QUEUE_SIZE
+    refused = client.post("/api/exercises/pick-device/submissions", json=CODE)
+    assert refused.status_code == 429 and refused.json()["reason"] == "busy"
+    assert int(refused.headers["retry-after"]) >= 1 and stored(app) == QUEUE_SIZE
+
+
+def test_a_gpu_exercise_goes_to_the_gpu_queue(tier_app):
+    app, client, broker = tier_app
+    pretend_worker(broker, queues=("cpu", "gpu"))
+    response = client.post("/api/exercises/training-loop/submissions", json=CODE)
+    assert response.status_code == 202 and broker.llen("gpu") == 1 and broker.llen("cpu") == 0
+
+
+def test_redis_stopped_is_503_naming_it_and_nothing_is_stored(tier_app, redis_server):
+    app, client, broker = tier_app
+    pretend_worker(broker)
+    redis_server.stop()
+    response = client.post("/api/exercises/pick-device/submissions", json=CODE)
+    assert response.status_code == 503 and response.json()["reason"] == "unavailable"
+    assert f"Redis at redis://127.0.0.1:{redis_server.port}/0" in response.json()["detail"]
+    assert "Nothing was stored" in response.json()["detail"] and stored(app) == 0
+
+
+def test_the_events_of_a_job_nobody_ran_wait_and_a_stored_verdict_ends_them(tier_app):
+    """With nothing in the stream, the stored row decides: here an error stored by the sweep, say."""
+    from app import leases
+    from tests.helpers import parse_sse
+
+    app, client, broker = tier_app
+    pretend_worker(broker)
+    submission_id = client.post("/api/exercises/pick-device/submissions", json=CODE).json()["id"]
+    with app.state.db.session(write=True) as session, session.begin():
+        leases.claim(session, submission_id=submission_id, attempt=1, worker="w", lease_s=30)
+        leases.finish_attempt(session, submission_id=submission_id, attempt=1, worker="w",
+                              verdict=leases.error_verdict("pick-device", "run it again"))
+    events = parse_sse(client.get(f"/api/submissions/{submission_id}/events").text)
+    assert [kind for kind, _ in events] == ["output", "verdict"]  # the stored stderr line, then the verdict
+    assert events[-1][1]["status"] == "error" and events[-1][1]["id"] == submission_id
