@@ -7,6 +7,9 @@ Module-scoped apps: `site_client` (the real lessons), `fixture_client` (tests/fi
 real exercises and sandbox; `learner` is a fresh browser on it). A real server and browser: `live_server`,
 `live_site`, `chromium`, `browser_page`. A warm sandbox: `sandbox` (a BlockingRunner) and `sandbox_settings`.
 A mail server: `smtp_sink`.
+Databases: `db_backend` ("sqlite", or both "sqlite" and "postgresql" in modules marked `both_databases`),
+`postgres_server` and `postgres_template` (one real PostgreSQL per session). The worker tier: `redis_server` (per
+test), `tier_redis` and `running_tier` (per module: two `course serve` and two `course worker` processes).
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ log = logging.getLogger("course.worker")
 
 # seconds between checks whether a running job was cancelled
 CANCEL_POLL_S = 0.5
+# seconds the heartbeat waits for the sandbox to take a cancel (it only writes one frame to the fork server)
+CANCEL_TIMEOUT_S = 10
 SWEPT = "The worker running this was replaced (its lease ran out); the next attempt stores the verdict."
 
 
@@ -101,7 +103,7 @@ class WorkerService:
             handle = self._handles.get(job_id)
             if attempt not in held and handle is not None:
                 log.warning("lost the lease of submission %s attempt %d; stopping it", *attempt)
-                asyncio.run_coroutine_threadsafe(handle.cancel(), self.sandbox._loop)
+                self.sandbox.call(handle.cancel(), timeout=CANCEL_TIMEOUT_S)
 
     # ------------------------------------------------------------------ a plain job
     def run_plain(self, job_id: str, message: dict) -> str:
