@@ -1,9 +1,13 @@
 """Grading on the worker tier, through the front door: every exercise's solution and one wrong file, over real
-HTTP to two web servers, run by two real `course worker` processes, events read back from Redis."""
+HTTP to two web servers, run by two real `course worker` processes, events read back from Redis; and the
+`course` commands that run code (grade, run, doctor) pointed at the same workers."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -77,3 +81,22 @@ def test_the_stream_gives_output_then_the_verdict_on_either_web_server(running_t
     assert events[-1][1] == {**outcome.verdict}
     ids = [line.split(": ", 1)[1] for line in response.text.splitlines() if line.startswith("id: ")]
     assert len(ids) == len(events) and all("-" in i for i in ids)  # Redis stream ids, valid on any web server
+
+
+def course(tier, *args: str) -> subprocess.CompletedProcess:
+    """Run the `course` command with the tier's environment (COURSE_RUNNER=celery, its Redis and database)."""
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], env=tier.env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=BOUND_S)
+
+
+def test_course_grade_run_and_doctor_go_through_the_workers_too(running_tier, tmp_path):
+    graded = course(running_tier, "grade", "pick-device", str(ROOT / "exercises/pick-device/solution.py"), "--json")
+    assert graded.returncode == 0 and json.loads(graded.stdout)["status"] == "passed", graded.stderr
+    program = tmp_path / "two_lines.py"
+    program.write_text("import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)\n")
+    ran = course(running_tier, "run", str(program))
+    assert ran.returncode == 3 and ran.stdout == "out\n" and "err" in ran.stderr
+    doctor = course(running_tier, "doctor", "--json")
+    report = json.loads(doctor.stdout)
+    assert report["server"]["runner"] == "celery" and len(report["server"]["workers"]) == 2
+    assert report["probe"]["status"] == "ok", report["probe"]
