@@ -63,6 +63,8 @@ class Context:
     uid_base: int
     seccomp: object | None  # a pyseccomp filter, or None where unavailable
     seccomp_every_thread: object | None  # the same filter loaded into every thread (TSYNC): warm-first children
+    seccomp_net: object | None  # the variant for jobs of several ranks (sockets on their own loopback) ...
+    seccomp_net_every_thread: object | None  # ... and its TSYNC form
     gpu_plan: isolation.RootPlan | None  # plan + the GPU driver's libraries, for GPU slots' children
     harness: object  # the imported app.sandbox.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
@@ -83,11 +85,14 @@ class ChildProcess:
     payload: int | None
     status: int
     warm: warmmod.Warm | None = None  # set for the spawn-then-isolate pool's children
+    net: bool = False  # made for a job of several ranks: its loopback is up and seccomp allows its sockets
     pids_seen: set[int] = field(default_factory=set)  # the job's pids, for the GPU slot's release check
 
 
-def spawn(ctx: Context, limits, slot: int, cgroup, warm: warmmod.Warm | None = None) -> ChildProcess:
-    """Fork a child that isolates itself (warm: warms up first) and waits for its payload; return its pipes."""
+def spawn(ctx: Context, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: bool = False) -> ChildProcess:
+    """Fork a child that isolates itself (warm: warms up first) and waits for its payload; return its pipes.
+
+    net: the child is made for a job of several ranks (see _isolate)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -98,12 +103,12 @@ def spawn(ctx: Context, limits, slot: int, cgroup, warm: warmmod.Warm | None = N
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w, st_w], warm)
+        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w, st_w], warm, net)
     for fd in (out_w, err_w, rep_w, pay_r, st_w):
         os.close(fd)
     for fd in (out_r, err_r, rep_r, st_r):
         os.set_blocking(fd, False)
-    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm)
+    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm, net=net)
 
 
 def _arrange_fds(fds: list[int]) -> None:
@@ -118,7 +123,7 @@ def _arrange_fds(fds: list[int]) -> None:
     os.closerange(len(high), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm) -> None:
+def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, net: bool) -> None:
     """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns.
 
     Namespaces are unshared here, in a process with one thread, also for a warm-first child: its job process
@@ -137,14 +142,14 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm) 
             os._exit(SETUP_FAILED)
         if not ctx.isolate:
             os.setsid()  # unsafe mode: the server kills the job by process group
-            _job_process(ctx, limits, slot, warm)
+            _job_process(ctx, limits, slot, warm, net)
         if ctx.userns:
             _enter_user_namespace()
         else:
             isolation.unshare(isolation.JOB_NAMESPACES)
         pid = os.fork()
         if pid == 0:
-            _job_process(ctx, limits, slot, warm)
+            _job_process(ctx, limits, slot, warm, net)
         os.closerange(0, 6)
         _mirror_exit(pid)
     except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
@@ -192,17 +197,22 @@ def _setup_failed(exc: BaseException) -> None:
         os._exit(SETUP_FAILED)
 
 
-def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None) -> None:
+def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None, net: bool = False) -> None:
     """Turn this process into the job's sandbox: root, hostname, rlimits, uid, seccomp. Order matters.
 
-    warm: this process already warmed up (and may have threads); see app.sandbox.warm."""
+    warm: this process already warmed up (and may have threads); see app.sandbox.warm. net: a job of several
+    ranks: its network namespace's loopback comes up (before privileges go), /etc/hosts names it, and the seccomp
+    variant lets its ranks open TCP sockets; that loopback is all the namespace holds."""
     if ctx.isolate:
         os.setsid()
         plan = ctx.gpu_plan if warm and warm.gpu else ctx.plan
-        isolation.build_root(plan, ctx.staging, limits.tmpfs_bytes, warm.devices() if warm else ())
+        isolation.build_root(plan, ctx.staging, limits.tmpfs_bytes, warm.devices() if warm else (),
+                             hosts=isolation.RANKS_HOSTS if net else None)
         if warm:
             isolation.close_directory_fds(STATUS_FD + 1)
         socket.sethostname("sandbox")
+        if net:
+            isolation.bring_up_loopback()
     nproc = None
     if ctx.isolate:
         # RLIMIT_NPROC counts the processes of the job's uid (in a user namespace: of that namespace only);
@@ -228,7 +238,10 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None) 
     os.environ.update(CLEAN_ENV)
     if warm:
         os.environ.update(warm.env())
-    seccomp = ctx.seccomp_every_thread if warm else ctx.seccomp
+    if net:
+        seccomp = ctx.seccomp_net_every_thread if warm else ctx.seccomp_net
+    else:
+        seccomp = ctx.seccomp_every_thread if warm else ctx.seccomp
     if seccomp is not None:
         seccomp.load()  # also sets no_new_privs (in every thread, with TSYNC)
 
@@ -241,12 +254,12 @@ def _read_payload() -> dict:
     return json.loads(b"".join(chunks))
 
 
-def _job_process(ctx: Context, limits, slot: int, warm) -> None:
+def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
     """(Warm up,) isolate, signal readiness, wait for the payload and run the harness. Never returns."""
     try:
         if warm:
             warmmod.warm_up(warm)
-        _isolate(ctx, limits, slot, warm)
+        _isolate(ctx, limits, slot, warm, net)
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)

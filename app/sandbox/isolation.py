@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import resource
 import site
 import socket
 import stat
+import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,13 @@ DEV_TMPFS_BYTES = 64 << 10
 THREAD_STACK_BYTES = 8 << 20
 # open files per process; more than a training script needs, few enough to notice a leak
 NOFILE = 256
+# /etc/hosts of a job of several ranks, whose network namespace holds its own loopback and nothing else. gloo
+# binds to the address its host name resolves to, and c10d names each peer with getnameinfo(); a peer that
+# reached an IPv6 socket over IPv4 shows as ::ffff:127.0.0.1, which needs its own line (else c10d warns on every
+# connection, after a DNS lookup that cannot succeed here).
+RANKS_HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n::ffff:127.0.0.1 localhost sandbox\n"
+SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
+IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 
 
 def _check(rc: int, what: str) -> None:
@@ -155,11 +164,12 @@ def with_files(plan: RootPlan, paths: list[str]) -> RootPlan:
     return RootPlan(dirs=list(plan.dirs), files=files, links=links, hidden=list(plan.hidden))
 
 
-def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tuple[str, str]] = ()) -> None:
+def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tuple[str, str]] = (),
+               hosts: str | None = None) -> None:
     """Replace the mount tree with a minimal read-only root; needs a new mount and pid namespace, as root.
 
     devices: extra (host path, name under /dev) device nodes to bind, e.g. a GPU's; the devices cgroup decides
-    which of them may be opened."""
+    which of them may be opened. hosts: the text of /etc/hosts (jobs of several ranks), written into the root."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount may propagate back to the host
     _tmpfs(staging, 1 << 20, mode="0755")
     new = staging.rstrip("/")
@@ -180,6 +190,10 @@ def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tup
     for link, target in plan.links.items():
         os.makedirs(os.path.dirname(new + link), exist_ok=True)
         os.symlink(target, new + link)
+    if hosts is not None:
+        os.makedirs(new + "/etc", exist_ok=True)
+        with open(new + "/etc/hosts", "w") as f:
+            f.write(hosts)
     _tmpfs(new + "/dev", DEV_TMPFS_BYTES, mode="0755", extra=MS_NOEXEC)
     for dev in DEVICES:
         _touch(f"{new}/dev/{dev}")
@@ -198,6 +212,17 @@ def build_root(plan: RootPlan, staging: str, tmpfs_bytes: int, devices: list[tup
     _check(libc.umount2(b"/.old", MNT_DETACH), "umount old root")
     os.rmdir("/.old")
     mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def bring_up_loopback() -> None:
+    """Bring up `lo` of the job's own network namespace (a new namespace has it down, and nothing else).
+
+    Needs CAP_NET_ADMIN in the namespace: call before dropping privileges. Only jobs of several ranks do; their
+    ranks talk over this loopback, which no other namespace can reach."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack_from("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP | IFF_RUNNING))
 
 
 # ------------------------------------------------------------------------------------------------ limits, uid
@@ -285,9 +310,10 @@ def drop_privileges(uid: int, groups: bool = True) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ seccomp
-DENIED_SYSCALLS = (
-    # networking beyond AF_UNIX (socket() itself is filtered by address family below)
-    "connect", "bind", "listen", "accept", "accept4",
+# networking beyond AF_UNIX (socket() itself is filtered by address family below); a job of several ranks may
+# make these calls, on the loopback of its own network namespace
+SOCKET_SYSCALLS = ("connect", "bind", "listen", "accept", "accept4")
+DENIED_SYSCALLS = SOCKET_SYSCALLS + (
     # looking into or changing other processes, the kernel, or namespaces
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "personality",
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
@@ -300,11 +326,20 @@ DENIED_SYSCALLS = (
 )
 
 
-def seccomp_filter(every_thread: bool = False):
+# the address families a job of several ranks may open sockets of: gloo and c10d's store use TCP over lo, and
+# gloo reads the interface list (getifaddrs), which takes a NETLINK_ROUTE socket; in the job's own network
+# namespace that lists its loopback alone, and changing anything there needs a capability the job does not have
+RANKS_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
+NETLINK_ROUTE = 0
+
+
+def seccomp_filter(every_thread: bool = False, network: bool = False):
     """Build the job's seccomp filter (libseccomp through pyseccomp); load() it as the last isolation step.
 
     every_thread: load it into every thread of the process at once (TSYNC), for a child that warmed up (CUDA,
     OpenMP) before isolating and so already has threads; without it a filter covers the loading thread only.
+    network: the variant for a job of several ranks: AF_INET/AF_INET6 sockets and connect, bind, listen and
+    accept are allowed (their network namespace holds only its own loopback); every other rule is the same.
     ioctl and mmap stay allowed on every fd: CUDA needs them on its GPU's nodes."""
     import pyseccomp as sc
 
@@ -312,9 +347,14 @@ def seccomp_filter(every_thread: bool = False):
     f = sc.SyscallFilter(defaction=sc.ALLOW)
     if every_thread:
         f.set_attr(sc.Attr.CTL_TSYNC, 1)
-    f.add_rule(deny, "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    if network:
+        _deny_families_but(f, deny, RANKS_FAMILIES)
+    else:
+        f.add_rule(deny, "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
     f.add_rule(deny, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
     for name in DENIED_SYSCALLS:
+        if network and name in SOCKET_SYSCALLS:
+            continue
         try:
             f.add_rule(deny, name)
         except (OSError, RuntimeError, ValueError):  # a syscall this libseccomp does not know: nothing to deny
@@ -326,6 +366,20 @@ def seccomp_filter(every_thread: bool = False):
                  CLONE_NEWNET, CLONE_NEWTIME):
         f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     return f
+
+
+def _deny_families_but(f, deny, allowed: tuple[int, ...]) -> None:
+    """Refuse socket() for every address family but `allowed` (netlink: routing only). libseccomp takes one
+    comparison per argument and rule, so the gaps between the allowed families are refused one by one, and
+    everything above the last one (a family number with high bits set, as a raw syscall may pass, is above it)."""
+    import pyseccomp as sc
+
+    for family in range(max(allowed)):
+        if family not in allowed:
+            f.add_rule(deny, "socket", sc.Arg(0, sc.EQ, family))
+    f.add_rule(deny, "socket", sc.Arg(0, sc.GT, max(allowed)))
+    if socket.AF_NETLINK in allowed:  # the routing protocol only (no audit, uevents, sock_diag, netfilter ...)
+        f.add_rule(deny, "socket", sc.Arg(0, sc.EQ, socket.AF_NETLINK), sc.Arg(2, sc.NE, NETLINK_ROUTE))
 
 
 # ------------------------------------------------------------------------------------------------ host probe

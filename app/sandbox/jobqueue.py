@@ -17,6 +17,18 @@ from app.sandbox.limits import Limits
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
 
+# why a job of several ranks cannot have real GPUs yet (docs/grading.md, "Several ranks")
+RANKS_ON_GPUS = ("a job of several ranks cannot run on this host's GPU slots yet (each slot holds one GPU, and a "
+                 "rank needs its own); run it without needs_gpu: it runs on simulated GPUs")
+
+
+def ranks_of(payload: dict) -> int:
+    """How many rank processes a job's payload asks for (1: an ordinary job)."""
+    try:
+        return max(1, int(payload.get("nproc") or 1))
+    except (TypeError, ValueError):
+        return 1
+
 
 class JobQueue:
     """Waiting jobs, children made for them, and the hand-over of a job to a child."""
@@ -28,14 +40,15 @@ class JobQueue:
         self.uid_slots.add(slot)
         return slot
 
-    def spawn_child(self, limits: Limits, warm: Warm | None = None):
-        """Fork one child (warm: a warm-first one, for the spawn pool) and watch its pipes."""
+    def spawn_child(self, limits: Limits, warm: Warm | None = None, net: bool = False):
+        """Fork one child (warm: a warm-first one, for the spawn pool; net: for a job of several ranks) and watch
+        its pipes."""
         if warm is not None and warm.gpu is not None and _cuda_initialised():
             raise RuntimeError("the fork server has initialised CUDA: its children could not make CUDA contexts")
         slot = self._new_uid_slot()
         devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
         cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
-        proc = childmod.spawn(self.ctx, limits, slot, cgroup, warm)
+        proc = childmod.spawn(self.ctx, limits, slot, cgroup, warm, net)
         self.children[proc.pid] = proc
         self.setup_out[proc.pid] = bytearray()
         for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
@@ -57,19 +70,27 @@ class JobQueue:
                     pool.refill()
 
     def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False) -> None:
-        """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots)."""
+        """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots).
+
+        A job of several ranks (payload `nproc` > 1) gets a child made for it: one whose network namespace has its
+        loopback up and whose seccomp filter lets the ranks talk over it (child._isolate), under the limits of
+        the whole group of ranks (Limits.for_ranks)."""
         if gpu and self.gpu_refuse:
             self._send_error(job_id, self.gpu_refuse)
             return
+        nproc = ranks_of(payload)
+        if nproc > 1 and gpu and self.gpu_pool is not None:
+            self._send_error(job_id, RANKS_ON_GPUS)
+            return
         pool = self.gpu_pool if gpu and self.gpu_pool else self.cpu_pool
-        self.waiting.append((job_id, payload, limits, pool))
+        self.waiting.append((job_id, payload, limits.for_ranks(nproc), pool, nproc > 1))
         self.dispatch()
 
     def dispatch(self) -> None:
         """Hand each waiting job, oldest first, to a ready child of its pool."""
         for entry in list(self.waiting):
-            job_id, payload, limits, pool = entry
-            proc = pool.take(limits)
+            job_id, payload, limits, pool, net = entry
+            proc = pool.take(limits, net)
             if proc is None:
                 continue
             self.waiting.remove(entry)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 
@@ -32,3 +32,14 @@ class Limits:
         """Build limits from to_dict()'s output, ignoring unknown keys."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def for_ranks(self, nproc: int) -> "Limits":
+        """The limits of a job of nproc ranks, all of them together (one group, one set of limits).
+
+        Wall clock, CPU seconds (one core), output and tmpfs stay the job's: the ranks share them. Processes and
+        memory grow by one job's share per extra rank: every rank is a whole torch process with its own
+        threads (gloo's included), so the group would otherwise fail where one process of the same program runs.
+        """
+        if nproc <= 1:
+            return self
+        return replace(self, pids=self.pids * nproc, memory_bytes=self.memory_bytes * nproc)

@@ -81,11 +81,12 @@ class PreforkPool:
         while len(self.waiting) < self.size and self.failures < MAX_FAILURES:
             self.waiting.append(self.server.spawn_child(self.server.defaults))
 
-    def take(self, limits):
-        """Return a child for a job with these limits: a waiting one, or one forked for it."""
-        if limits == self.server.defaults and self.waiting:
+    def take(self, limits, net: bool = False):
+        """Return a child for a job with these limits: a waiting one, or one forked for it (always for a job of
+        several ranks: its isolation differs, see child._isolate)."""
+        if limits == self.server.defaults and self.waiting and not net:
             return self.waiting.pop(0)
-        return self.server.spawn_child(limits)
+        return self.server.spawn_child(limits, net=net)
 
     def exited(self, proc, had_job: bool) -> None:
         """A child's outer process was reaped."""
@@ -135,8 +136,14 @@ class SpawnPool:
                 slot.proc.pool_slot = slot
                 slot.state = "preparing"
 
-    def take(self, limits):
-        """Return a ready child (its slot now busy), None to wait, or a string: why no slot will ever be ready."""
+    def take(self, limits, net: bool = False):
+        """Return a ready child (its slot now busy), None to wait, or a string: why no slot will ever be ready.
+
+        A job of several ranks (net) gets a warm-first child made for it, outside the slots: a slot's child was
+        isolated before its job was known, without the ranks' loopback. (Only CPU pools see such jobs: the
+        server refuses several ranks on GPU slots.)"""
+        if net:
+            return self.server.spawn_child(limits, warm=Warm(dev_root=self.warm.dev_root), net=True)
         for slot in self.slots:
             if slot.state == "preparing" and slot.proc.ready:
                 slot.state, slot.job_pids = "busy", set()

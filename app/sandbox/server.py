@@ -90,6 +90,8 @@ class ForkServer(JobQueue):
             uid_base=int(self.config.get("uid_base", 64000)),
             seccomp=isolation.seccomp_filter() if seccomp_ok else None,
             seccomp_every_thread=isolation.seccomp_filter(every_thread=True) if seccomp_ok else None,
+            seccomp_net=isolation.seccomp_filter(network=True) if seccomp_ok else None,
+            seccomp_net_every_thread=isolation.seccomp_filter(every_thread=True, network=True) if seccomp_ok else None,
             gpu_plan=isolation.with_files(plan, gpus.driver_libraries()) if gpu_slots else None,
             harness=harness, pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
         )
