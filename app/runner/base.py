@@ -29,11 +29,20 @@ class Job:
     limits: Limits | None = None  # None: the runner's defaults (from Settings)
     gpu: bool = False  # wants a real GPU: runs in a GPU slot where the host has one, else on the simulated GPU
     host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (simhost.py)
+    nproc: int = 1  # rank processes, as `torchrun --standalone --nproc-per-node=N` starts them (1: one process)
 
     def payload(self) -> dict:
         """Return the dict handed to app.sandbox.harness.main inside the sandbox."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
-                "host": self.host.payload()}
+                "host": self.host.payload(), "nproc": self.nproc}
+
+    @classmethod
+    def from_payload(cls, payload: dict, limits: Limits | None = None, gpu: bool = False) -> "Job":
+        """Rebuild a Job from payload() (a worker receives jobs this way), its host and ranks included."""
+        host = payload.get("host")
+        return cls(code=payload["code"], filename=payload["filename"], mode=payload["mode"], grade=payload["grade"],
+                   limits=limits, gpu=gpu, host=SimulatedHost.from_payload(host) if host else DEFAULT_HOST,
+                   nproc=int(payload.get("nproc") or 1))
 
 
 @dataclass

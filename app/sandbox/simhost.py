@@ -50,6 +50,14 @@ class SimulatedHost:
         data["capability"] = list(self.capability)
         return data
 
+    @classmethod
+    def from_payload(cls, data: dict) -> "SimulatedHost":
+        """Rebuild a host from payload()'s output."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "capability" in fields:
+            fields["capability"] = tuple(fields["capability"])
+        return cls(**fields)
+
     def describe(self) -> str:
         """One line for logs and the CLI: "CUDA build, 2 x NVIDIA H100 80GB HBM3 (80 GiB)"."""
         if self.build == "cuda":

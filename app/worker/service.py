@@ -109,9 +109,8 @@ class WorkerService:
     def run_plain(self, job_id: str, message: dict) -> str:
         """Run a plain job; its output and Result go to its stream."""
         payload, limits = message["payload"], message.get("limits")
-        job = Job(code=payload["code"], filename=payload["filename"], mode=payload["mode"], grade=payload["grade"],
-                  limits=Limits.from_dict(limits) if limits else None)
-        job.gpu = bool(message.get("gpu"))  # what the runner's GPU slots look at, where it has any
+        # the job as it was sent, its host and ranks included; gpu is what the runner's GPU slots look at
+        job = Job.from_payload(payload, Limits.from_dict(limits) if limits else None, bool(message.get("gpu")))
         result = self.sandbox.call(self._run_plain(job_id, job), timeout=None)
         return result.status
 
