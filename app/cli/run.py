@@ -25,7 +25,10 @@ def _echo_line(event) -> None:
               help="Simulated CUDA GPUs (default 1) where this host has no GPU.")
 @click.option("--build", type=click.Choice(BUILDS), default="cuda", show_default=True,
               help="The torch build the program believes it runs on, where this host has no GPU.")
-def run(file: Path, as_json: bool, gpus: int | None, build: str) -> None:
+@click.option("--nproc", "--nproc-per-node", "nproc", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+              help="Rank processes, as `torchrun --standalone --nproc-per-node=N` starts them (rank r's GPU is "
+                   "cuda:r; --gpus defaults to N).")
+def run(file: Path, as_json: bool, gpus: int | None, build: str, nproc: int) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job, run_job_sync
 
@@ -35,11 +38,13 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str) -> None:
     except UnicodeDecodeError as exc:
         click.echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
         sys.exit(2)
+    if gpus is None and nproc > 1 and build == "cuda":
+        gpus = nproc  # torchrun on a machine with one GPU per rank
     try:
         host = host_for(build=build, gpus=gpus)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    result = run_job_sync(Job(code=code, filename=file.name, host=host), get_settings(),
+    result = run_job_sync(Job(code=code, filename=file.name, host=host, nproc=nproc), get_settings(),
                           on_output=None if as_json else _echo_line)
     if as_json:
         click.echo(json.dumps(result.summary()))

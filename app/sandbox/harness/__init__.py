@@ -4,6 +4,8 @@
 package before forking, so the child never needs to read project files (which its mount namespace hides).
 
     grade.py         grading mode: run the learner's file under the tracer, then the exercise's probe; one report
+    launch.py        several ranks in one job, as torchrun starts them: the launcher (rank.py: one rank)
+    distributed.py   torch.distributed's facts per rank, and NCCL over gloo on simulated GPUs
     session.py       one job's simulated host, wired together (both modes)
     host.py          the simulated host as the payload describes it (build, GPUs, card)
     builds.py        the torch build the program believes in: flags, torch.device(0), probe scenarios
@@ -30,6 +32,7 @@ import sys
 
 # Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
 from app.sandbox.harness import grade as _grade
+from app.sandbox.harness import launch as _launch
 from app.sandbox.harness import session as _session
 from app.sandbox.harness import wording as _wording
 from app.sandbox.harness.host import Host
@@ -42,8 +45,10 @@ def _print_learner_traceback(exc: BaseException, filename: str) -> None:
     sys.stderr.write(_grade.format_learner_traceback(exc, filename))
 
 
-def run_plain(code: str, filename: str) -> int:
-    """Run code as `__main__` under filename; return the process exit code."""
+def run_plain(code: str, filename: str, show_traceback=None) -> int:
+    """Run code as `__main__` under filename; return the process exit code.
+
+    show_traceback(text) shows the learner's traceback (default: on stderr, from the learner's own file on)."""
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
     try:
         exec(compile(code, filename, "exec"), namespace)
@@ -51,7 +56,10 @@ def run_plain(code: str, filename: str) -> int:
         code_ = exc.code
         return code_ if isinstance(code_, int) else (0 if code_ is None else 1)
     except BaseException as exc:  # the learner's error: show it, exit 1 like python would
-        _print_learner_traceback(exc, filename)
+        if show_traceback is None:
+            _print_learner_traceback(exc, filename)
+        else:
+            show_traceback(_grade.format_learner_traceback(exc, filename))
         return 1
     return 0
 
@@ -60,8 +68,11 @@ def main(payload: dict, report_fd: int | None) -> int:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
-    JSON report of facts to report_fd (see grade.py); the verdict is decided outside the sandbox.
+    JSON report of facts to report_fd (see grade.py); the verdict is decided outside the sandbox. With `nproc` > 1
+    this process launches that many ranks, as torchrun would, and runs no learner code itself (launch.py).
     """
+    if int(payload.get("nproc") or 1) > 1:
+        return _launch.run(payload, report_fd)
     if payload.get("mode") == "grade":
         try:
             return _grade.run_grade(payload, report_fd)

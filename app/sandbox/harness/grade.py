@@ -110,7 +110,7 @@ class ProbeAPI:
             return None, describe_exception(exc, self.filename)
 
 
-def _run_learner(code: str, filename: str, namespace: dict) -> dict:
+def _run_learner(code: str, filename: str, namespace: dict, show_traceback) -> dict:
     """Execute the learner's file as __main__; return how it ended."""
     start = time.perf_counter()
     outcome: dict = {"finished": True, "exit_code": 0, "exception": None}
@@ -121,7 +121,7 @@ def _run_learner(code: str, filename: str, namespace: dict) -> dict:
         outcome.update(system_exit=True, exit_code=status, exit_line=exit_line(exc, filename))
     except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
         outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
-        sys.stderr.write(outcome["exception"]["traceback"])
+        show_traceback(outcome["exception"]["traceback"])
     outcome["duration_ms"] = round((time.perf_counter() - start) * 1000, 1)
     return outcome
 
@@ -143,12 +143,18 @@ def _quiet_stdout_errors():
         pass
 
 
-def _write_report(report_fd: int | None, report: dict) -> None:
+def encode_report(report: dict, budget: int = REPORT_BUDGET) -> bytes:
+    """The report as JSON, within budget bytes: past it the bulky detail goes, the verdict-relevant summary stays."""
     data = json.dumps(report, default=str).encode("utf-8")
-    if len(data) > REPORT_BUDGET:  # drop the bulky detail, keep the verdict-relevant summary
+    if len(data) > budget:
         report["trace"]["events"] = {k: v[:20] for k, v in report["trace"]["events"].items()}
         report["trace"]["losses"] = report["trace"]["losses"][:200]
         data = json.dumps(report, default=str).encode("utf-8")
+    return data
+
+
+def _write_report(report_fd: int | None, report: dict) -> None:
+    data = encode_report(report)
     if report_fd is None:
         return
     view = memoryview(data)
@@ -163,6 +169,15 @@ def run_grade(payload: dict, report_fd: int | None) -> int:
     grade = dict(payload.get("grade") or {})
     nonce = grade.pop("nonce", None)
     payload["grade"] = None  # the learner's code must not find the nonce or the probe in the payload
+    report, status = collect(payload, grade)
+    _write_report(report_fd, {"nonce": nonce, **report})
+    return status
+
+
+def collect(payload: dict, grade: dict, show_traceback=None) -> tuple[dict, int]:
+    """Run the learner's file under the tracer, then the probe; return (the facts, the exit code).
+
+    show_traceback(text) shows the learner's traceback (default: on stderr; a rank hands it to its launcher)."""
     filename = payload.get("filename") or "main.py"
     code = payload["code"]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
@@ -171,7 +186,7 @@ def run_grade(payload: dict, report_fd: int | None) -> int:
     tracer, avail = job.tracer, job.availability
     originals["Module.to"] = torch.nn.Module.to
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
-    outcome = _run_learner(code, filename, namespace)
+    outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
     probe, probe_error = (None, None)
     if grade.get("probe"):
         probe, probe_error = _run_probe(grade["probe"], namespace, ProbeAPI(tracer, avail, filename))
@@ -181,12 +196,11 @@ def run_grade(payload: dict, report_fd: int | None) -> int:
         sys.stderr.flush()
     tampered = avail.tampered() + [name for name, fn in originals.items()
                                    if fn is not None and fn is not _current(name)]
-    _write_report(report_fd, {
-        "nonce": nonce, "exercise": grade.get("exercise"), "simulated": job.simulated,
-        "device": job.device_line(), "accelerator": tracer.accelerator, "host": payload.get("host"),
-        "outcome": outcome, "probe": probe, "probe_error": probe_error, "tampered": tampered,
-        "trace": tracer.report()})
-    return int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
+    report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
+              "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
+              "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
+              "dist": job.distributed.final()}
+    return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
 
 
 def _current(name: str):

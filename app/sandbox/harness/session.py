@@ -15,6 +15,7 @@ from app.sandbox.harness.builds import Availability
 from app.sandbox.harness.checkpoints import Checkpoints
 from app.sandbox.harness.cuda_runtime import CudaRuntime
 from app.sandbox.harness.devices import Devices
+from app.sandbox.harness.distributed import Distributed
 from app.sandbox.harness.host import PLAIN, Host
 from app.sandbox.harness.memory import Memory
 
@@ -29,19 +30,24 @@ class Session:
     devices: Devices
     availability: Availability
     tracer: placement.Tracer
+    distributed: Distributed
 
     def device_line(self) -> str:
         """The device the verdict names: "cuda:0 (simulated on CPU)" or the real GPU's name."""
         if self.real_cuda:
-            return f"cuda:0 ({torch.cuda.get_device_name(0)})"
+            index = int(self.tracer.accelerator.rsplit(":", 1)[1])
+            return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
         if not self.simulated or self.host.devices_present() == 0:
             return "cpu"
         return f"{self.tracer.accelerator} (simulated on CPU)"
 
 
 def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
-    """Install the simulated host the payload describes (and the tracer); return the pieces."""
+    """Install the simulated host the payload describes (and the tracer); return the pieces.
+
+    In a rank of a job of several ranks (payload `rank`), the rank's own GPU is cuda:LOCAL_RANK."""
     real_cuda = torch.cuda.is_available()  # in the child only: touching CUDA in the fork server poisons fork
+    index = int((payload.get("rank") or {}).get("local_rank", 0))
     host = Host.from_payload(payload.get("host"))
     simulated = not real_cuda and host.simulated
     devices = Devices(host if not real_cuda else PLAIN)
@@ -50,12 +56,14 @@ def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
     # a graded job's probe may switch scenarios even on a CPU-only build; a plain one never does
     availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading))
     availability.install()
-    accelerator = f"{host.accelerator}:0" if host.accelerator else "cpu"
+    accelerator = f"{host.accelerator}:{index}" if host.accelerator else "cpu"
     tracer = placement.Tracer(filename, simulated=simulated, devices=devices, memory=memory,
-                              accelerator="cuda:0" if real_cuda else accelerator)
+                              accelerator=f"cuda:{index}" if real_cuda else accelerator)
     tracer.install()
+    distributed = Distributed(tracer, simulated=simulated)
+    distributed.install()
     availability.remember_functions()  # the tracer wrapped some to see the learner's questions
     if simulated and host.build == "cuda":
         Checkpoints(memory, tracer.set_label).install()
     return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
-                   availability=availability, tracer=tracer)
+                   availability=availability, tracer=tracer, distributed=distributed)

@@ -1,0 +1,265 @@
+"""torch.distributed in a job: the facts a grader reads per rank, and NCCL on simulated GPUs.
+
+Facts, through the tracer's record() (each with the learner's line):
+
+    pg_init        init_process_group: the backend the learner asked for, init_method, device_id, whether it worked
+    pg_destroy     destroy_process_group
+    collective     a torch.distributed call the learner made: all_reduce, broadcast, barrier, ...
+    ddp_wrap       a DistributedDataParallel built: the devices of the module's parameters when it was wrapped,
+                   device_ids, and a digest of the parameters right after (rank 0's broadcast)
+    loader         a DataLoader built: its sampler, whether it also shuffles
+    sampler        a DistributedSampler built: its rank and replicas
+    sampler_epoch  one pass over a DistributedSampler: its epoch and the order of the indices it gave
+    set_epoch      sampler.set_epoch(n)
+    save           torch.save: what was saved and whether its keys carry DDP's `module.` prefix
+
+`final()` adds, after the learner's code, a digest of the parameters every optimizer trained: ranks that
+trained in step end with the same digest.
+
+On simulated GPUs (a CPU-only torch), NCCL does not exist. A process group asked for with nccl (or with no
+backend: nccl for CUDA tensors on a CUDA build) runs over gloo underneath, which moves the simulated GPU tensors'
+host data; `get_backend()` and `is_nccl_available()` answer as on the CUDA build, and `device_id`/`device_ids`,
+which would make gloo allocate on a real GPU, are recorded and left out of the call. Where the job has real CUDA
+nothing is swapped: nccl runs on the GPUs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+from collections.abc import Mapping
+
+import torch
+import torch.distributed as dist
+import torch.nn.parallel
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.data import DataLoader, DistributedSampler
+
+# the learner's torch.distributed calls recorded as `collective` facts
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce", "reduce_scatter",
+               "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier",
+               "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
+# indices of a sampler pass kept in full (the first passes: enough to see the shards); later passes keep a digest
+INDICES_KEPT, PASSES_WITH_INDICES = 4096, 2
+# optimizers whose parameters are digested at the end (a script trains one model; a few is plenty)
+OPTIMIZERS_KEPT = 4
+_DDP = torch.nn.parallel.DistributedDataParallel
+_ORIGINALS = {"init_process_group": dist.init_process_group, "destroy_process_group": dist.destroy_process_group,
+              "get_backend": dist.get_backend, "is_nccl_available": dist.is_nccl_available,
+              **{name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}}
+_DDP_INIT, _SAVE = _DDP.__init__, torch.save
+_LOADER_INIT, _SAMPLER_INIT = DataLoader.__init__, DistributedSampler.__init__
+_SAMPLER_ITER, _SET_EPOCH = DistributedSampler.__iter__, DistributedSampler.set_epoch
+_LOADER_SIGNATURE = inspect.signature(DataLoader.__init__)
+
+
+def underlying_backend(backend) -> str:
+    """The backend that runs on simulated GPUs: gloo, for every part a real host would give to NCCL."""
+    text = str(backend).lower() if backend is not None else "cpu:gloo,cuda:nccl"
+    return "gloo" if "nccl" in text or text in ("undefined", "gloo") else str(backend)
+
+
+def params_digest(params) -> str:
+    """A digest of parameter values: equal on two ranks exactly when their parameters are bit-for-bit equal."""
+    digest = hashlib.sha256()
+    with torch._C.DisableTorchFunction(), torch.no_grad():
+        for p in params:
+            digest.update(p.detach().to("cpu").contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _saved(obj) -> dict:
+    """What torch.save was given: a whole module, or a (checkpoint) dict whose state-dict keys may carry the
+    `module.` prefix of a DistributedDataParallel wrapper."""
+    if isinstance(obj, torch.nn.Module):
+        return {"kind": "module", "type": type(obj).__name__, "ddp": isinstance(obj, _DDP), "prefixed": False}
+    if isinstance(obj, Mapping):
+        keys = [k for k in obj if isinstance(k, str)]
+        for value in obj.values():  # {"model": model.state_dict(), "epoch": 3}
+            if isinstance(value, Mapping):
+                keys += [k for k in value if isinstance(k, str)]
+            elif isinstance(value, torch.nn.Module):
+                return {"kind": "module", "type": type(value).__name__, "ddp": isinstance(value, _DDP),
+                        "prefixed": False}
+        return {"kind": "dict", "prefixed": any(k.startswith("module.") for k in keys), "keys": keys[:6]}
+    return {"kind": type(obj).__name__, "prefixed": False}
+
+
+def _device_name(device) -> str:
+    if isinstance(device, int) and not isinstance(device, bool):
+        return f"cuda:{device}"
+    return str(device)
+
+
+class Distributed:
+    """The patches of one job (installed once, before the learner's code) and the facts they record."""
+
+    def __init__(self, tracer, *, simulated: bool):
+        self.tracer, self.simulated = tracer, simulated
+        self.requested: dict[object, object] = {}  # process group -> the backend the learner asked for
+        self.optimizers: list = []
+
+    # ---------------------------------------------------------------- facts
+    def _record(self, kind: str, **fact) -> dict:
+        """Record a fact; return the kept dict, which the caller completes once the call it describes returned."""
+        before = len(self.tracer.events.get(kind, ()))
+        self.tracer.record(kind, **fact)
+        kept = self.tracer.events.get(kind, [])
+        return kept[-1] if len(kept) > before else {}  # past the events kept per kind, only counted
+
+    def _line(self, direct: bool = False) -> int | None:
+        frame = self.tracer.learner_frame(direct=direct)
+        return frame.f_lineno if frame is not None else None
+
+    def final(self) -> dict:
+        """The facts known only at the end: a digest of every trained parameter, per optimizer."""
+        params = [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]
+        return {"params_digest": params_digest(params) if params else None, "params": len(params),
+                "optimizers": len(self.optimizers)}
+
+    # ---------------------------------------------------------------- install
+    def install(self) -> None:
+        """Wrap torch.distributed's entry points, DDP, DataLoader, DistributedSampler and torch.save."""
+        for name, method in (("init_process_group", self.init_process_group),
+                             ("destroy_process_group", self.destroy_process_group),
+                             ("get_backend", self.get_backend), ("is_nccl_available", self.is_nccl_available)):
+            setattr(dist, name, functools.wraps(_ORIGINALS[name])(lambda *a, _m=method, **k: _m(*a, **k)))
+        for name in COLLECTIVES:
+            if name in _ORIGINALS:
+                setattr(dist, name, self._collective(name, _ORIGINALS[name]))
+        me = self
+        _DDP.__init__ = functools.wraps(_DDP_INIT)(lambda ddp, module, *a, **k: me.wrap_ddp(ddp, module, a, k))
+        DataLoader.__init__ = functools.wraps(_LOADER_INIT)(lambda loader, *a, **k: me.new_loader(loader, a, k))
+        DistributedSampler.__init__ = functools.wraps(_SAMPLER_INIT)(lambda s, *a, **k: me.new_sampler(s, a, k))
+        DistributedSampler.__iter__ = lambda sampler: me.sampler_pass(sampler)
+        DistributedSampler.set_epoch = functools.wraps(_SET_EPOCH)(lambda s, epoch: me.set_epoch(s, epoch))
+        torch.save = functools.wraps(_SAVE)(lambda obj, f, *a, **k: me.save(obj, f, a, k))
+        register_optimizer_step_pre_hook(self._remember_optimizer)
+
+    def _remember_optimizer(self, optimizer, args, kwargs) -> None:
+        if len(self.optimizers) < OPTIMIZERS_KEPT and not any(o is optimizer for o in self.optimizers):
+            self.optimizers.append(optimizer)
+
+    # ---------------------------------------------------------------- process groups
+    def init_process_group(self, backend=None, init_method=None, *args, **kwargs):
+        """Record the call; on simulated GPUs run the group over gloo (see the module docstring)."""
+        device_id = kwargs.get("device_id")
+        fact = self._record("pg_init", line=self._line(), backend=None if backend is None else str(backend),
+                            init_method=init_method, device_id=None if device_id is None else _device_name(device_id),
+                            ok=False, error=None, collectives_before=self.tracer.counts.get("collective", 0))
+        real_backend = backend
+        if self.simulated:
+            real_backend = underlying_backend(backend)
+            kwargs.pop("device_id", None)
+        try:
+            _ORIGINALS["init_process_group"](real_backend, init_method, *args, **kwargs)
+        except Exception as exc:
+            fact["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            raise
+        fact["ok"] = True
+        self.requested[dist.GroupMember.WORLD] = backend
+
+    def destroy_process_group(self, group=None):
+        """Record the call and destroy the group."""
+        self.tracer.record("pg_destroy", line=self._line(), initialized=dist.is_initialized())
+        if group is None:
+            self.requested.clear()
+        return _ORIGINALS["destroy_process_group"](group)
+
+    def get_backend(self, group=None):
+        """The backend the learner asked for, where the simulation runs another underneath."""
+        actual = _ORIGINALS["get_backend"](group)
+        asked = self.requested.get(group if group is not None else dist.GroupMember.WORLD)
+        if self.simulated and asked is not None and "nccl" in str(asked).lower():
+            return dist.Backend("nccl") if str(asked).lower() == "nccl" else actual
+        return actual
+
+    def is_nccl_available(self) -> bool:
+        """A CUDA build of torch has NCCL; the simulated one does too."""
+        if self.simulated and self.tracer.devices.host.build == "cuda":
+            return True
+        return _ORIGINALS["is_nccl_available"]()
+
+    def _collective(self, name: str, original):
+        me = self
+
+        @functools.wraps(original)
+        def collective(*args, **kwargs):
+            line = me._line(direct=True)
+            if line is not None:
+                me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
+            if me.simulated and name == "barrier":
+                kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
+            return original(*args, **kwargs)
+        return collective
+
+    # ---------------------------------------------------------------- DistributedDataParallel
+    def wrap_ddp(self, ddp, module, args, kwargs):
+        """DistributedDataParallel.__init__: record where the module was when it was wrapped, and how."""
+        frame = self.tracer.learner_frame()
+        device_ids = kwargs.get("device_ids", args[0] if args else None)
+        params = list(module.parameters())
+        kept = self._record("ddp_wrap", line=frame.f_lineno if frame is not None else None,
+                            module=type(module).__name__, names=self.tracer.names_in(frame, module), id=id(ddp),
+                            module_id=id(module), param_devices=sorted({self.tracer.device_of(p) for p in params}),
+                            device_ids=None if device_ids is None else [_device_name(d) for d in device_ids],
+                            ok=False, digest=None)
+        _DDP_INIT(ddp, module, *args, **kwargs)
+        kept.update(ok=True, digest=params_digest(params) if params else None)
+
+    # ---------------------------------------------------------------- data
+    def new_loader(self, loader, args, kwargs):
+        """DataLoader.__init__: record its sampler and whether it also shuffles (torch refuses both)."""
+        frame = self.tracer.learner_frame()
+        if frame is None:
+            return _LOADER_INIT(loader, *args, **kwargs)
+        try:
+            bound = _LOADER_SIGNATURE.bind(loader, *args, **kwargs).arguments
+        except TypeError:
+            bound = {}
+        sampler, dataset = bound.get("sampler"), bound.get("dataset")
+        try:
+            size = len(dataset)
+        except TypeError:
+            size = None
+        kept = self._record("loader", line=frame.f_lineno, id=id(loader),
+                            sampler=type(sampler).__name__ if sampler is not None else None,
+                            shuffle=bool(bound.get("shuffle")), dataset_len=size, error=None)
+        try:
+            _LOADER_INIT(loader, *args, **kwargs)
+        except Exception as exc:
+            kept["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            raise
+
+    def new_sampler(self, sampler, args, kwargs):
+        """DistributedSampler.__init__: record the rank and replicas it shards for."""
+        _SAMPLER_INIT(sampler, *args, **kwargs)
+        self.tracer.record("sampler", line=self._line(), id=id(sampler), rank=sampler.rank,
+                           num_replicas=sampler.num_replicas, shuffle=sampler.shuffle, dataset_len=len(sampler.dataset))
+
+    def sampler_pass(self, sampler):
+        """One pass (an epoch) over a DistributedSampler: record the order it gives."""
+        indices = list(_SAMPLER_ITER(sampler))
+        passes = sum(1 for e in self.tracer.events.get("sampler_epoch", ()) if e["id"] == id(sampler))
+        self.tracer.record("sampler_epoch", id=id(sampler), epoch=sampler.epoch, rank=sampler.rank,
+                           num_replicas=sampler.num_replicas, shuffle=sampler.shuffle,
+                           dataset_len=len(sampler.dataset), n=len(indices),
+                           order=hashlib.sha256(repr(indices).encode()).hexdigest()[:16],
+                           indices=indices[:INDICES_KEPT] if passes < PASSES_WITH_INDICES else None)
+        return iter(indices)
+
+    def set_epoch(self, sampler, epoch):
+        """DistributedSampler.set_epoch: record the value."""
+        self.tracer.record("set_epoch", line=self._line(), id=id(sampler),
+                           value=epoch if isinstance(epoch, int) else repr(epoch)[:20])
+        return _SET_EPOCH(sampler, epoch)
+
+    # ---------------------------------------------------------------- checkpoints
+    def save(self, obj, f, args, kwargs):
+        """torch.save: record which rank saved what."""
+        line = self._line()
+        if line is not None:
+            self.tracer.record("save", line=line, rank=int(os.environ.get("RANK", "0") or 0), **_saved(obj))
+        return _SAVE(obj, f, *args, **kwargs)
