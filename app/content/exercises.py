@@ -2,7 +2,8 @@
 
 One folder is one exercise:
 
-    exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits, needs_gpu, gpus
+    exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits, needs_gpu, gpus,
+                    launch (several ranks, as torchrun starts them)
     prompt.md       what the learner is asked to do (Markdown)
     starter.py      the code the editor starts with
     solution.py     a reference answer, shown after a pass or after five failed attempts
@@ -47,6 +48,14 @@ class CheckSpec(BaseModel):
         return value.strip()
 
 
+class LaunchSpec(BaseModel):
+    """`launch:` run the learner's file as `torchrun --standalone --nproc-per-node=N` would: N ranks, rank r on
+    cuda:r (torchrun's own flag name, so an author can copy it from a launch command)."""
+
+    model_config = ConfigDict(extra="forbid")
+    nproc_per_node: int = Field(ge=1, le=MAX_GPUS)
+
+
 class ExerciseSpec(BaseModel):
     """The schema of `exercise.yaml`."""
 
@@ -61,6 +70,8 @@ class ExerciseSpec(BaseModel):
     needs_gpu: bool = False
     # simulated CUDA GPUs the program finds where the host has none (app/sandbox/simhost.py); 2 for multi-GPU code
     gpus: int = Field(default=1, ge=1, le=MAX_GPUS)
+    # several ranks in one job (app/sandbox/harness/launch.py); None: one process
+    launch: LaunchSpec | None = None
 
     @model_validator(mode="after")
     def unique_ids_known_limits(self) -> "ExerciseSpec":
@@ -71,7 +82,18 @@ class ExerciseSpec(BaseModel):
         unknown = sorted(set(self.limits) - LIMIT_KEYS)
         if unknown:
             raise ValueError(f"unknown limits {unknown}; allowed: {sorted(LIMIT_KEYS)}")
+        if self.nproc > 1 and self.gpus < self.nproc:
+            raise ValueError(f"launch.nproc_per_node is {self.nproc} but gpus is {self.gpus}: rank r uses cuda:r, so "
+                             f"set gpus: {self.nproc} (or more)")
+        if self.nproc > 1 and self.needs_gpu:
+            raise ValueError("needs_gpu cannot go with launch.nproc_per_node > 1 yet: a GPU slot holds one GPU and "
+                             "every rank needs its own; leave needs_gpu out (the ranks run on simulated GPUs)")
         return self
+
+    @property
+    def nproc(self) -> int:
+        """Rank processes per job (1 unless `launch:` asks for more)."""
+        return self.launch.nproc_per_node if self.launch else 1
 
     @property
     def check_ids(self) -> list[str]:

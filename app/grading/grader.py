@@ -44,7 +44,7 @@ def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
     grade = {"exercise": exercise.slug, "probe": exercise.probe, "nonce": nonce}
     host = DEFAULT_HOST.with_gpus(exercise.spec.gpus)  # the simulated host, where the job finds no GPU
     job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
-              host=host)
+              host=host, nproc=exercise.spec.nproc)
     return job, nonce
 
 

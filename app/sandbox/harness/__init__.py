@@ -50,6 +50,7 @@ def run_plain(code: str, filename: str, show_traceback=None) -> int:
 
     show_traceback(text) shows the learner's traceback (default: on stderr, from the learner's own file on)."""
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    _grade.KEPT_NAMESPACES.append(namespace)  # its objects are never finalised (see grade.KEPT_NAMESPACES)
     try:
         exec(compile(code, filename, "exec"), namespace)
     except SystemExit as exc:

@@ -37,6 +37,9 @@ import torch.nn.parallel
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader, DistributedSampler
 
+from app.sandbox.harness import messages
+from app.sandbox.harness.simulation import tensors_in
+
 # the learner's torch.distributed calls recorded as `collective` facts
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce", "reduce_scatter",
                "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier",
@@ -45,6 +48,10 @@ COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor"
 INDICES_KEPT, PASSES_WITH_INDICES = 4096, 2
 # optimizers whose parameters are digested at the end (a script trains one model; a few is plenty)
 OPTIMIZERS_KEPT = 4
+# the store keys under which simulated NCCL ranks tell each other their GPU (as NCCL's bootstrap does)
+NCCL_DEVICE_KEY = "course/simulated-nccl/device/{rank}"
+# the PCI bus of simulated GPU i (cuda_runtime.CudaDeviceProperties): what NCCL names a GPU by
+BUS_FIRST, BUS_STEP = 0x18, 0x10
 _DDP = torch.nn.parallel.DistributedDataParallel
 _ORIGINALS = {"init_process_group": dist.init_process_group, "destroy_process_group": dist.destroy_process_group,
               "get_backend": dist.get_backend, "is_nccl_available": dist.is_nccl_available,
@@ -74,17 +81,24 @@ def _saved(obj) -> dict:
     """What torch.save was given: a whole module, or a (checkpoint) dict whose state-dict keys may carry the
     `module.` prefix of a DistributedDataParallel wrapper."""
     if isinstance(obj, torch.nn.Module):
-        return {"kind": "module", "type": type(obj).__name__, "ddp": isinstance(obj, _DDP), "prefixed": False}
+        return {"what": "module", "type": type(obj).__name__, "ddp": isinstance(obj, _DDP), "prefixed": False}
     if isinstance(obj, Mapping):
         keys = [k for k in obj if isinstance(k, str)]
         for value in obj.values():  # {"model": model.state_dict(), "epoch": 3}
             if isinstance(value, Mapping):
                 keys += [k for k in value if isinstance(k, str)]
             elif isinstance(value, torch.nn.Module):
-                return {"kind": "module", "type": type(value).__name__, "ddp": isinstance(value, _DDP),
+                return {"what": "module", "type": type(value).__name__, "ddp": isinstance(value, _DDP),
                         "prefixed": False}
-        return {"kind": "dict", "prefixed": any(k.startswith("module.") for k in keys), "keys": keys[:6]}
-    return {"kind": type(obj).__name__, "prefixed": False}
+        return {"what": "dict", "prefixed": any(k.startswith("module.") for k in keys), "keys": keys[:6]}
+    return {"what": type(obj).__name__, "prefixed": False}
+
+
+def _counted(indices: list, fact: dict):
+    """Yield the indices, counting in fact["used"] how many were taken."""
+    for index in indices:
+        fact["used"] = fact.get("used", 0) + 1
+        yield index
 
 
 def _device_name(device) -> str:
@@ -100,6 +114,13 @@ class Distributed:
         self.tracer, self.simulated = tracer, simulated
         self.requested: dict[object, object] = {}  # process group -> the backend the learner asked for
         self.optimizers: list = []
+        self.communicator: str | None = None  # the GPU this rank's (simulated) NCCL communicator was made on
+        self.bound_device: str | None = None  # init_process_group(device_id=...)
+        # Every DistributedDataParallel made, kept until the process ends (os._exit: no finalisers). Freed while
+        # the program runs (a model local to main()), a DDP's reducer can be the last holder of a gloo process
+        # group, and it is destroyed holding the GIL while a gloo worker thread needs the GIL to drop its last
+        # work item: a deadlock (pytorch/pytorch#56297). Real NCCL jobs do not meet it; gloo underneath must not.
+        self.wrapped: list = []
 
     # ---------------------------------------------------------------- facts
     def _record(self, kind: str, **fact) -> dict:
@@ -160,6 +181,7 @@ class Distributed:
             raise
         fact["ok"] = True
         self.requested[dist.GroupMember.WORLD] = backend
+        self.bound_device = fact.get("device_id")
 
     def destroy_process_group(self, group=None):
         """Record the call and destroy the group."""
@@ -191,9 +213,38 @@ class Distributed:
             if line is not None:
                 me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
             if me.simulated and name == "barrier":
-                kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
+                ids = kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
+                if me.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
+                    me.as_nccl([_device_name(ids[0]) if ids else me.bound_device
+                                or f"cuda:{torch.cuda.current_device()}"])
+            elif me.simulated:
+                me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
             return original(*args, **kwargs)
         return collective
+
+    # ---------------------------------------------------------------- what NCCL refuses, on simulated GPUs
+    def nccl_only(self) -> bool:
+        """Whether the default group's backend, as the learner asked for it, is NCCL alone."""
+        asked = self.requested.get(dist.GroupMember.WORLD)
+        return dist.is_initialized() and asked is not None and str(asked).lower() == "nccl"
+
+    def as_nccl(self, devices: list[str]) -> None:
+        """Refuse what a real NCCL group refuses: a host tensor, and two ranks on one GPU (its first collective
+        makes the communicator; NCCL's bootstrap compares the ranks' GPUs)."""
+        if not self.nccl_only() or not devices:
+            return
+        device = devices[0]
+        if not device.startswith("cuda"):
+            raise RuntimeError(messages.NO_BACKEND_FOR_CPU)
+        if self.communicator is not None:
+            return
+        self.communicator = device
+        store, rank = dist.distributed_c10d._get_default_store(), dist.get_rank()
+        store.set(NCCL_DEVICE_KEY.format(rank=rank), device)
+        for other in range(dist.get_world_size()):
+            if other != rank and store.get(NCCL_DEVICE_KEY.format(rank=other)).decode() == device:
+                bus = BUS_FIRST + BUS_STEP * int(device.rsplit(":", 1)[1])
+                raise dist.DistBackendError(messages.NCCL_DUPLICATE_GPU.format(rank=rank, other=other, bus=bus))
 
     # ---------------------------------------------------------------- DistributedDataParallel
     def wrap_ddp(self, ddp, module, args, kwargs):
@@ -206,7 +257,14 @@ class Distributed:
                             module_id=id(module), param_devices=sorted({self.tracer.device_of(p) for p in params}),
                             device_ids=None if device_ids is None else [_device_name(d) for d in device_ids],
                             ok=False, digest=None)
+        if self.simulated and params:
+            device = self.tracer.device_of(params[0])
+            if device != "cpu":
+                self.as_nccl([device])  # DDP's first broadcast makes the communicator
+            elif not device_ids and self.nccl_only():  # (with device_ids, torch itself refuses a CPU module first)
+                raise RuntimeError(messages.NO_BACKEND_FOR_CPU)
         _DDP_INIT(ddp, module, *args, **kwargs)
+        self.wrapped.append(ddp)
         kept.update(ok=True, digest=params_digest(params) if params else None)
 
     # ---------------------------------------------------------------- data
@@ -240,15 +298,16 @@ class Distributed:
                            num_replicas=sampler.num_replicas, shuffle=sampler.shuffle, dataset_len=len(sampler.dataset))
 
     def sampler_pass(self, sampler):
-        """One pass (an epoch) over a DistributedSampler: record the order it gives."""
+        """One pass (an epoch) over a DistributedSampler: record the order it gives, and how much of it was used
+        (a peek such as `next(iter(loader))` takes one batch; training takes them all)."""
         indices = list(_SAMPLER_ITER(sampler))
         passes = sum(1 for e in self.tracer.events.get("sampler_epoch", ()) if e["id"] == id(sampler))
-        self.tracer.record("sampler_epoch", id=id(sampler), epoch=sampler.epoch, rank=sampler.rank,
-                           num_replicas=sampler.num_replicas, shuffle=sampler.shuffle,
-                           dataset_len=len(sampler.dataset), n=len(indices),
-                           order=hashlib.sha256(repr(indices).encode()).hexdigest()[:16],
-                           indices=indices[:INDICES_KEPT] if passes < PASSES_WITH_INDICES else None)
-        return iter(indices)
+        kept = self._record("sampler_epoch", id=id(sampler), epoch=sampler.epoch, rank=sampler.rank,
+                            num_replicas=sampler.num_replicas, shuffle=sampler.shuffle,
+                            dataset_len=len(sampler.dataset), n=len(indices), used=0,
+                            order=hashlib.sha256(repr(indices).encode()).hexdigest()[:16],
+                            indices=indices[:INDICES_KEPT] if passes < PASSES_WITH_INDICES else None)
+        return _counted(indices, kept)
 
     def set_epoch(self, sampler, epoch):
         """DistributedSampler.set_epoch: record the value."""

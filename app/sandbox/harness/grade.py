@@ -25,6 +25,10 @@ from app.sandbox.harness.host import Host
 _TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
 # bytes; the fork server drops reports past 4 MiB, so stay well under it
 REPORT_BUDGET = 3 << 20
+# The learner's module namespaces, kept alive until the process ends (os._exit: no finalisers). Freed earlier,
+# they would destroy the learner's objects while the harness still works, and some destructors block: gloo's
+# process group, still held by a DDP model after destroy_process_group(), waits on peers that have already left.
+KEPT_NAMESPACES: list[dict] = []
 
 
 def describe_exception(exc: BaseException, filename: str) -> dict:
@@ -186,6 +190,7 @@ def collect(payload: dict, grade: dict, show_traceback=None) -> tuple[dict, int]
     tracer, avail = job.tracer, job.availability
     originals["Module.to"] = torch.nn.Module.to
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    KEPT_NAMESPACES.append(namespace)
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
     probe, probe_error = (None, None)
     if grade.get("probe"):

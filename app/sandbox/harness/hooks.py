@@ -117,7 +117,7 @@ class Hooks:
             return None
         params = list(module.parameters())
         fact = dict(line=frame.f_lineno, module=type(module).__name__, id=id(module), step=self.steps,
-                    names=self.names_in(frame, module), has_params=bool(params),
+                    names=self.names_in(frame, module), has_params=bool(params), grad=torch.is_grad_enabled(),
                     param_devices=sorted({self.device_of(p) for p in params}),
                     inputs=[self.describe(t, frame) for t in tensors])
         self.record("forward", n=self.forwards, **fact)

@@ -35,6 +35,16 @@ BCE_UNDER_AUTOCAST = (
 # aten/src/ATen/cuda/CUDAEvent.h: CUDAEvent::elapsed_time (TORCH_CHECK_VALUE: a ValueError)
 EVENT_TIMING = "Both events must be created with argument 'enable_timing=True'."
 EVENT_NOT_RECORDED = "Both events must be recorded before calculating elapsed time."
+# torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (C10D_NCCL_CHECK) around NCCL's init.cc, which refuses two ranks
+# of one communicator on one GPU ("%lx": the GPU's PCI bus id); raised as torch.distributed.DistBackendError.
+# The NCCL version is the one torch's CUDA 12.8 wheels bundle.
+NCCL_DUPLICATE_GPU = ("NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, invalid usage (run "
+                      "with NCCL_DEBUG=WARN for details), NCCL version 2.27.3\n"
+                      "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+                      "Last error:\n"
+                      "Duplicate GPU detected : rank {rank} and rank {other} both on CUDA device {bus:x}000")
+# torch/csrc/distributed/c10d/ProcessGroup.hpp: getBackend, for a host tensor on a group whose only backend is NCCL
+NO_BACKEND_FOR_CPU = "No backend type associated with device type cpu"
 
 
 class NotSimulatedError(RuntimeError):

@@ -40,8 +40,8 @@ def merge(payload: dict, ranks: list, root, nonce: str | None) -> dict:
     for rank in ranks:
         exit_code, sig = _fate(rank.status)
         entry = dict(rank.report or {})
-        entry.update(rank=rank.index, reported=rank.report is not None, exit_code=exit_code, signal=sig,
-                     stopped=rank.stopped)
+        entry.update(rank=rank.index, world_size=len(ranks), reported=rank.report is not None,
+                     exit_code=exit_code, signal=sig, stopped=rank.stopped)
         entries.append(entry)
     lead = entries[root.index if root is not None else 0]
     reported = [e for e in entries if e["reported"]]
@@ -63,7 +63,8 @@ def device_line(entries: list[dict]) -> str:
     if not reported:
         return f"{len(entries)} ranks"
     if reported[0].get("simulated"):
-        devices = ", ".join(str(e.get("accelerator")) for e in reported)
+        kind = str(reported[0].get("accelerator") or "cuda").split(":")[0]
+        devices = ", ".join(f"{kind}:{e['rank']}" for e in entries)  # rank r's GPU, whether it reported or not
         return f"{devices} ({len(entries)} ranks, simulated on CPU)"
     return ", ".join(str(e.get("device")) for e in reported) + f" ({len(entries)} ranks)"
 
