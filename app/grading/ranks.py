@@ -74,7 +74,11 @@ def check_ranks_run(facts: Facts) -> CheckResult:
     """`runs`: every rank exited 0; otherwise name the rank that failed first, and why."""
     ranks = ranks_of(facts)
     if ranks and all(r.exit_code == 0 for r in ranks):
-        return check("runs", True)
+        silent = next((r for r in ranks if not r.reported), None)
+        if silent is None:
+            return check("runs", True)
+        return check("runs", False, f"{silent.label()} ended before the grader could collect its results; do not "
+                                    "call `os._exit()` or end the process yourself: let every rank run to its end.")
     root = first_failure(facts)
     failed = next((r for r in ranks if r.rank == root), None) or next(
         (r for r in ranks if r.exit_code != 0), None)

@@ -12,7 +12,7 @@ import pytest
 
 from app.config import ROOT
 
-SLUGS = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals"]
+SLUGS = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals", "ddp-training"]
 VARIANTS = Path(__file__).parent / "variants"
 WRONG = [(slug, p) for slug in SLUGS for p in sorted((ROOT / "exercises" / slug / "wrong").glob("*.py"))]
 
