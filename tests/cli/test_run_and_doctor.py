@@ -37,6 +37,24 @@ def test_course_run_json(tmp_path: Path):
     assert (data["status"], data["exit_code"], data["stdout"], data["limit_hit"]) == ("ok", 0, "hi\n", None)
 
 
+def test_course_run_nproc_runs_ranks_like_torchrun(tmp_path: Path):
+    script = tmp_path / "ddp.py"
+    script.write_text("import os, torch, torch.distributed as dist\n"
+                      "dist.init_process_group('nccl')\n"
+                      "rank = dist.get_rank()\n"
+                      "torch.cuda.set_device(rank)\n"
+                      "total = torch.tensor([rank + 1.0], device='cuda')\n"
+                      "dist.all_reduce(total)\n"
+                      "print(rank, total.device, total.item(), torch.cuda.device_count(), dist.get_backend())\n"
+                      "dist.destroy_process_group()\n")
+    proc = course("run", "--nproc", "2", str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == ["[default0]:0 cuda:0 3.0 2 nccl", "[default1]:1 cuda:1 3.0 2 nccl"]
+    script.write_text("import os\nraise SystemExit(int(os.environ['RANK']) * 4)\n")
+    failed = course("run", "--nproc-per-node", "2", str(script))
+    assert failed.returncode == 1 and "ddp.py FAILED" in failed.stderr  # torchrun's exit code and summary
+
+
 def test_course_run_refuses_non_utf8(tmp_path: Path):
     script = tmp_path / "latin1.py"
     script.write_bytes(b"print('\xe9')\n")

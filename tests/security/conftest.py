@@ -31,3 +31,13 @@ def sandbox(request, tmp_path_factory):
             os.environ.pop("COURSE_SECRET_KEY", None)
         else:
             os.environ["COURSE_SECRET_KEY"] = old
+
+
+@pytest.fixture(autouse=True)
+def still_serves(sandbox):
+    """After each hostile program, the same fork server must run an ordinary job correctly."""
+    server = sandbox.runner.server_pid
+    yield
+    result = sandbox.run_code("print('still serving')")
+    assert (result.status, result.stdout) == ("ok", "still serving\n"), result
+    assert sandbox.runner.server_pid == server and sandbox.runner.restarts == 0

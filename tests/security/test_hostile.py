@@ -17,58 +17,11 @@ from pathlib import Path
 import pytest
 
 from app import ROOT
-
-PROGRAMS = Path(__file__).parent / "programs"
-MiB = 1 << 20
-
-
-def program(name: str, **subs) -> str:
-    """Return a hostile program's source with its __PLACEHOLDERS__ filled in."""
-    text = (PROGRAMS / f"{name}.py").read_text()
-    for key, value in subs.items():
-        text = text.replace(f"__{key}__", str(value))
-    return text
-
-
-def run(sandbox, name: str, subs: dict | None = None, **limits):
-    return sandbox.run_code(program(name, **(subs or {})), filename=f"{name}.py", **limits)
-
-
-def gone(name: str, within_s: float = 2.0) -> bool:
-    """Return whether no process named name exists (killed processes may take a moment to be reaped)."""
-    deadline = time.monotonic() + within_s
-    while procs_named(name):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def procs_named(name: str) -> list[int]:
-    """Return host pids whose command name is name (the programs set it with PR_SET_NAME)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if Path(f"/proc/{entry}/comm").read_text().strip() == name[:15]:
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
-@pytest.fixture(autouse=True)
-def still_serves(sandbox):
-    """After each hostile program, the same fork server must run an ordinary job correctly."""
-    server = sandbox.runner.server_pid
-    yield
-    result = sandbox.run_code("print('still serving')")
-    assert (result.status, result.stdout) == ("ok", "still serving\n"), result
-    assert sandbox.runner.server_pid == server and sandbox.runner.restarts == 0
+from tests.security.hostile import PROGRAMS, MiB, gone, procs_named, program, run
 
 
 def test_every_program_says_what_must_not_happen_and_is_run_here():
-    source = Path(__file__).read_text()
+    source = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
     names = sorted(p.stem for p in PROGRAMS.glob("*.py"))
     assert len(names) >= 25
     for name in names:
