@@ -251,10 +251,89 @@ def copy_timeline() -> Drawing:
     return d
 
 
+def ddp_ranks() -> Drawing:
+    d = Drawing(440, 540, "DistributedDataParallel: one process per GPU, one shard of the data each, gradients "
+                "all-reduced",
+                "The dataset of 128 samples is split by a DistributedSampler into two shards of 64, one per process. "
+                "Process rank 0 drives GPU cuda:0 and process rank 1 drives GPU cuda:1; each GPU holds a full copy of "
+                "the model and runs the forward pass, the loss and backward on its own shard, giving its own "
+                "gradients. During backward an all-reduce averages the gradients across the GPUs, so both take the "
+                "same optimizer step and keep identical weights.")
+    d.rect(20, 16, 400, 40, "item", 5)
+    d.rich(220, 41, [("128 samples, split by ", "small"), ("DistributedSampler", "code")], "middle")
+    columns = [(20, 0), (230, 1)]
+    for x, rank in columns:
+        cx = x + 95
+        d.arrow(cx, 56, cx, 82)
+        d.rect(x, 84, 190, 40, "bus", 5)
+        d.text(cx, 101, f"shard {rank}: 64 samples", "small", "middle")
+        d.text(cx, 117, "a new order each epoch", "small muted", "middle")
+        d.arrow(cx, 124, cx, 146)
+        d.rect(x, 148, 190, 52, "host", 6)
+        d.text(cx, 170, f"process rank {rank}", "bold", "middle")
+        d.rich(cx, 190, [("LOCAL_RANK=", "code"), (str(rank), "code")], "middle")
+        d.rect(x, 212, 190, 316, "gpu", 8)
+        d.text(cx, 236, f"GPU cuda:{rank}", "bold", "middle")
+        d.rect(x + 12, 248, 166, 36, "copy", 5)
+        d.text(cx, 271, "a full copy of the model", "small", "middle")
+        for i, step in enumerate(("forward, loss", f"backward: grads g{rank}")):
+            d.rect(x + 12, 296 + 46 * i, 166, 34, "item", 5)
+            d.text(cx, 318 + 46 * i, step, "small", "middle")
+        d.rect(x + 12, 446, 166, 34, "item", 5)
+        d.text(cx, 468, "optimizer step", "small", "middle")
+        d.arrow(cx, 376, cx, 392)
+        d.arrow(cx, 426, cx, 444)
+        d.text(cx, 506, "same weights as the other", "small muted", "middle")
+    d.rect(12, 394, 416, 32, "stage", 6)
+    d.rich(220, 415, [("all-reduce: every GPU gets ", "small"), ("(g0 + g1) / 2", "code")], "middle")
+    return d
+
+
+def when_more_gpus() -> Drawing:
+    d = Drawing(440, 404, "One GPU, DDP or FSDP: which one a training job needs",
+                "A decision chart. First question: does the model fit on one GPU, with its gradients, optimizer "
+                "state and activations? If not, shard the model itself: FSDP2 (fully_shard) or tensor parallelism, "
+                "so that each GPU holds a part of it. If it fits, second question: is one GPU fast enough? If yes, "
+                "stay on one GPU. If not, use DistributedDataParallel: a full copy of the model per GPU, each on its "
+                "own shard of the data. DDP buys speed, not memory.")
+    d.rect(40, 16, 360, 58, "item", 6)
+    d.text(220, 40, "Does the model fit on one GPU?", "bold", "middle")
+    d.text(220, 60, "weights, gradients, optimizer state, activations", "small muted", "middle")
+    d.arrow(180, 74, 180, 128)
+    d.text(190, 106, "yes", "small")
+    d.arrow(340, 74, 360, 128)
+    d.text(358, 100, "no", "small")
+    d.rect(20, 130, 260, 48, "item", 6)
+    d.text(150, 159, "Is one GPU fast enough?", "bold", "middle")
+    d.arrow(80, 178, 80, 236)
+    d.text(90, 212, "yes", "small")
+    d.arrow(215, 178, 215, 236)
+    d.text(225, 212, "no", "small")
+    boxes = [(20, 238, 120, 110, "host", ["one GPU"], ["no processes,", "no sampler,", "no all-reduce"]),
+             (150, 238, 130, 110, "gpu", ["DDP"], ["a full copy of", "the model per", "GPU, a shard of", "data each"]),
+             (290, 130, 140, 218, "bus", ["shard the", "model itself"], [])]
+    for x, y, w, h, cls, titles, lines in boxes:
+        d.rect(x, y, w, h, cls, 6)
+        for i, title in enumerate(titles):
+            d.text(x + w / 2, y + 26 + 20 * i, title, "bold", "middle")
+        for i, line in enumerate(lines):
+            d.text(x + w / 2, y + 48 + 18 * i, line, "small", "middle")
+    d.text(360, 206, "FSDP2", "small", "middle")
+    d.text(360, 226, "fully_shard", "code", "middle")
+    d.text(360, 254, "or tensor", "small", "middle")
+    d.text(360, 273, "parallelism:", "small", "middle")
+    d.text(360, 301, "each GPU holds", "small", "middle")
+    d.text(360, 320, "a part of it", "small", "middle")
+    d.text(220, 382, "DDP buys speed, not memory.", "small muted", "middle")
+    return d
+
+
 FIGURES = {
     "host-and-gpu-memory.svg": host_and_gpu_memory,
     "training-loop-to-device.svg": training_loop,
     "non-blocking-timeline.svg": copy_timeline,
+    "ddp-ranks.svg": ddp_ranks,
+    "when-more-gpus.svg": when_more_gpus,
 }
 
 

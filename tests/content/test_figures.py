@@ -16,11 +16,13 @@ from app.content.validate import check_images
 
 FIGURES_DIR = ROOT / "static" / "figures"
 SCRIPT = ROOT / "static" / "figures-src" / "figures.py"
-# the issue's three figures, and the lessons that must show each
+# the issues' figures, and the lessons that must show each
 PLACES = {
     "host-and-gpu-memory.svg": {"cpu-gpu-border"},
     "training-loop-to-device.svg": {"cpu-gpu-border", "training-loop"},
     "non-blocking-timeline.svg": {"training-loop"},
+    "ddp-ranks.svg": {"multi-gpu-and-distributed"},
+    "when-more-gpus.svg": {"multi-gpu-and-distributed"},
 }
 
 

@@ -219,8 +219,27 @@ class Distributed:
                                 or f"cuda:{torch.cuda.current_device()}"])
             elif me.simulated:
                 me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
+                if name == "all_reduce" and me.averages(args, kwargs):
+                    return me.all_reduce_average(original, args, kwargs)
             return original(*args, **kwargs)
         return collective
+
+    def averages(self, args, kwargs) -> bool:
+        """`all_reduce(t, op=ReduceOp.AVG)` on a group the learner asked NCCL for (gloo underneath has no AVG)."""
+        op = kwargs.get("op", args[1] if len(args) > 1 else None)
+        asked = str(self.requested.get(dist.GroupMember.WORLD) or "nccl").lower()
+        return op == dist.ReduceOp.AVG and "nccl" in asked
+
+    def all_reduce_average(self, original, args, kwargs):
+        """NCCL's average, as gloo can do it: a sum, then a division by the group's size, in place."""
+        tensor, group = args[0], kwargs.get("group", args[2] if len(args) > 2 else None)
+        rest = {k: v for k, v in kwargs.items() if k not in ("op", "group")}
+        work = original(tensor, dist.ReduceOp.SUM, group, *args[3:], **rest)
+        if work is not None:  # async_op=True: the division waits for the sum
+            work.wait()
+        with torch.no_grad():
+            tensor.div_(dist.get_world_size(group))
+        return work
 
     # ---------------------------------------------------------------- what NCCL refuses, on simulated GPUs
     def nccl_only(self) -> bool:
