@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -59,7 +60,8 @@ def submit_and_wait(client: httpx.Client, code: str, exercise: str = EXERCISE) -
     raise RuntimeError("the event stream ended without a verdict")
 
 
-def _figures(samples: list[tuple[float, dict, int]], prefix: str) -> dict:
+def submission_figures(samples: list[tuple[float, dict, int]], prefix: str) -> dict:
+    """Summarise submit_and_wait samples as `<prefix>_p50_ms`, `<prefix>_p95_ms`, the sandbox's share, ..."""
     e2e = [ms for ms, _v, _n in samples]
     sandbox = [v["duration_ms"] for _ms, v, _n in samples]
     return {
@@ -74,23 +76,30 @@ def _figures(samples: list[tuple[float, dict, int]], prefix: str) -> dict:
     }
 
 
+@contextmanager
+def learner_client(base: str):
+    """Yield an httpx client with a session and its CSRF token on the site at base, as a browser would have."""
+    with httpx.Client(base_url=base, timeout=60) as client:
+        first = client.get("/api/auth/csrf")
+        client.headers["X-CSRF-Token"] = first.json()["csrf_token"]
+        # production cookies are Secure, which an http:// client keeps to itself; send the session by hand
+        client.headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in first.cookies.items())
+        yield client
+
+
 def measure_site(codes: dict[str, str], runs: int = RUNS) -> dict:
     """Time `runs` submissions of each exercise's code through the real site (after a warm-up)."""
     figures = {}
     with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute") as (
             base, _proc):
-        with httpx.Client(base_url=base, timeout=60) as client:
-            first = client.get("/api/auth/csrf")
-            client.headers["X-CSRF-Token"] = first.json()["csrf_token"]
-            # production cookies are Secure, which an http:// client keeps to itself; send the session by hand
-            client.headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in first.cookies.items())
+        with learner_client(base) as client:
             for slug, code in codes.items():
                 for _ in range(WARMUP):
                     submit_and_wait(client, code, slug)
                 samples = [submit_and_wait(client, code, slug) for _ in range(runs)]
                 # the training-loop figures keep their historical names: `submission_*`
                 prefix = "submission" if slug == EXERCISE else "submission_" + slug.replace("-", "_")
-                figures.update(_figures(samples, prefix))
+                figures.update(submission_figures(samples, prefix))
     return figures
 
 

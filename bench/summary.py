@@ -56,12 +56,17 @@ def headline(summary: dict) -> dict:
         "celery_submit_overhead_ms": g("workers.celery_submit_overhead_ms"),
         "celery_verdicts_per_s_1w": g("workers.celery_verdicts_per_s_1w"),
         "celery_verdicts_per_s_2w": g("workers.celery_verdicts_per_s_2w"),
+        "ddp_submit_p50_ms": g("ddp.ddp_submit_p50_ms"),
+        "ddp_submit_p95_ms": g("ddp.ddp_submit_p95_ms"),
+        "ddp_cold_torchrun_p50_ms": g("ddp.ddp_cold_torchrun_p50_ms"),
+        "ddp_cold_torchrun_cpu_p50_ms": g("ddp.ddp_cold_torchrun_cpu_p50_ms"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
         out[f"grade_{slug}_p50_ms"] = g(f"live.submission_{slug}_p50_ms")
         out[f"grade_{slug}_p95_ms"] = g(f"live.submission_{slug}_p95_ms")
     out["sandbox_speedup"] = _ratio(out["sandbox_cold_p50_ms"], out["sandbox_warm_p50_ms"])
     out["grade_training_loop_speedup"] = _ratio(out["grade_cold_subprocess_p50_ms"], out["grade_training_loop_p50_ms"])
+    out["ddp_submit_speedup"] = _ratio(out["ddp_cold_torchrun_p50_ms"], out["ddp_submit_p50_ms"])
     out["page_throughput_ratio"] = _ratio(out["page_rps"], out["plain_rps"])
     out["hostile_p99_ratio"] = _ratio(out["hostile_page_p99_ms"], out["quiet_page_p99_ms"])
     return out
@@ -83,6 +88,11 @@ ROWS = [
     ("HTTP grade pick-device p50 / p95 (ms)", "grade_pick_device_p50_ms", "grade_pick_device_p95_ms", None, "", None),
     ("HTTP grade bring-it-back p50 / p95 (ms)", "grade_bring_it_back_p50_ms", "grade_bring_it_back_p95_ms", None, "",
      None),
+    ("HTTP grade ddp-training (2 ranks) p50 (ms) vs cold torchrun --nproc-per-node=2", "ddp_submit_p50_ms",
+     "ddp_cold_torchrun_p50_ms", "ddp_submit_speedup", "< 1 s and >= 5x faster than cold",
+     lambda h: (h["ddp_submit_p50_ms"] or 1e9) < 1000 and (h["ddp_submit_speedup"] or 0) >= 5),
+    ("HTTP grade ddp-training p95 (ms) vs cold torchrun of the CPU port p50", "ddp_submit_p95_ms",
+     "ddp_cold_torchrun_cpu_p50_ms", None, "", None),
     ("`course grade` training-loop, warm p50 (ms) vs plain run job", "course_grade_training_loop_p50_ms",
      "plain_job_training_loop_p50_ms", None, "", None),
     ("simulated GPU fidelity (share of the corpus that matches) vs corpus programs", "sim_fidelity",

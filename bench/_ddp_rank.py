@@ -1,0 +1,34 @@
+"""One rank of the cold baseline in bench/ddp.py: `torchrun ... bench/_ddp_rank.py HOST_JSON FILE`.
+
+A fresh interpreter per rank, started by the real torchrun, that installs the same simulated host a sandbox
+job gets (the harness's run mode: simulated GPUs, NCCL over gloo, no tracer) and runs FILE as `__main__`. It is
+what our sandbox would cost if it started ranks the way torchrun does, without its warm state. Its name starts
+with `_`, so `make bench` does not take it for a benchmark.
+"""
+
+import json
+import os
+import sys
+
+from app.sandbox import harness
+from app.sandbox.harness import session
+
+
+def main(host_json: str, path: str) -> int:
+    """Run the file at path as this rank on the simulated host; return its exit code."""
+    with open(path, encoding="utf-8") as f:
+        code = f.read()
+    rank = int(os.environ["LOCAL_RANK"])
+    payload = {"code": code, "filename": path, "mode": "run", "host": json.loads(host_json),
+               "rank": {"rank": rank, "local_rank": rank, "world_size": int(os.environ["WORLD_SIZE"])}}
+    session.prepare(payload, path, grading=False)
+    return harness.run_plain(code, path)
+
+
+if __name__ == "__main__":
+    status = main(sys.argv[1], sys.argv[2])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # as a sandbox rank ends (harness/rank.py): the harness keeps the DDP model to the end, and an interpreter
+    # that then tears down gloo's threads at exit can abort ("terminate called without an active exception")
+    os._exit(status)
