@@ -10,8 +10,7 @@ import json
 import os
 import sys
 
-from app.sandbox import harness
-from app.sandbox.harness import session
+from app.sandbox.harness import plain, session
 
 
 def main(host_json: str, path: str) -> int:
@@ -22,7 +21,7 @@ def main(host_json: str, path: str) -> int:
     payload = {"code": code, "filename": path, "mode": "run", "host": json.loads(host_json),
                "rank": {"rank": rank, "local_rank": rank, "world_size": int(os.environ["WORLD_SIZE"])}}
     session.prepare(payload, path, grading=False)
-    return harness.run_plain(code, path)
+    return plain.run_plain(code, path)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 `main(payload, report_fd)` is what a sandboxed child calls once it is isolated. The fork server imports this
 package before forking, so the child never needs to read project files (which its mount namespace hides).
 
+    plain.py         plain mode: the learner's file as `__main__`, its traceback from its own line on
     grade.py         grading mode: run the learner's file under the tracer, then the exercise's probe; one report
     launch.py        several ranks in one job, as torchrun starts them: the launcher (rank.py: one rank)
     distributed.py   torch.distributed's facts per rank, and NCCL over gloo on simulated GPUs
@@ -33,36 +34,12 @@ import sys
 # Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
 from app.sandbox.harness import grade as _grade
 from app.sandbox.harness import launch as _launch
+from app.sandbox.harness import plain as _plain
 from app.sandbox.harness import session as _session
 from app.sandbox.harness import wording as _wording
 from app.sandbox.harness.host import Host
 
 _wording.warm_up()
-
-
-def _print_learner_traceback(exc: BaseException, filename: str) -> None:
-    """Print a traceback that starts at the learner's own file: the sandbox's frames are noise to them."""
-    sys.stderr.write(_grade.format_learner_traceback(exc, filename))
-
-
-def run_plain(code: str, filename: str, show_traceback=None) -> int:
-    """Run code as `__main__` under filename; return the process exit code.
-
-    show_traceback(text) shows the learner's traceback (default: on stderr, from the learner's own file on)."""
-    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
-    _grade.KEPT_NAMESPACES.append(namespace)  # its objects are never finalised (see grade.KEPT_NAMESPACES)
-    try:
-        exec(compile(code, filename, "exec"), namespace)
-    except SystemExit as exc:
-        code_ = exc.code
-        return code_ if isinstance(code_, int) else (0 if code_ is None else 1)
-    except BaseException as exc:  # the learner's error: show it, exit 1 like python would
-        if show_traceback is None:
-            _print_learner_traceback(exc, filename)
-        else:
-            show_traceback(_grade.format_learner_traceback(exc, filename))
-        return 1
-    return 0
 
 
 def main(payload: dict, report_fd: int | None) -> int:
@@ -87,7 +64,7 @@ def main(payload: dict, report_fd: int | None) -> int:
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     if Host.from_payload(payload.get("host")).simulated:
         _session.prepare(payload, filename, grading=False)  # the simulated host; nothing is reported
-    status = run_plain(code, filename)
+    status = _plain.run_plain(code, filename)
     sys.stdout.flush()
     sys.stderr.flush()
     return status

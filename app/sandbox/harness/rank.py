@@ -20,7 +20,7 @@ import sys
 import time
 import traceback
 
-from app.sandbox.harness import grade, session
+from app.sandbox.harness import grade, plain, session
 from app.sandbox.harness.host import Host
 
 CHANNEL_FD = 3
@@ -79,13 +79,11 @@ def run(payload: dict, rank: int) -> int:
         budget = grade.REPORT_BUDGET // (int(os.environ["WORLD_SIZE"]) + 1)  # the job's report holds them all
         _write(b'{"report": ' + grade.encode_report(report, budget) + b"}\n")
         return status
-    from app.sandbox import harness  # the package is loaded (it imported us); run_plain lives there
-
     filename, code = payload.get("filename", "main.py"), payload["code"]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     if Host.from_payload(payload.get("host")).simulated:
         session.prepare(payload, filename, grading=False)
-    return harness.run_plain(code, filename, show)
+    return plain.run_plain(code, filename, show)
 
 
 def send(message: dict) -> None:
