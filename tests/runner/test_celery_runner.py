@@ -10,7 +10,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from app.runner.celery_runner import WORKER_PREFIX
+from app.runner import Job
+from app.runner.celery_runner import WORKER_PREFIX, job_message
+from app.sandbox.simhost import host_for
 from tests.helpers import make_settings, with_csrf
 
 CODE = {"code": "print('hi')\n"}
@@ -96,3 +98,10 @@ def test_the_events_of_a_job_nobody_ran_wait_and_a_stored_verdict_ends_them(tier
     events = parse_sse(client.get(f"/api/submissions/{submission_id}/events").text)
     assert [kind for kind, _ in events] == ["output", "verdict"]  # the stored stderr line, then the verdict
     assert events[-1][1]["status"] == "error" and events[-1][1]["id"] == submission_id
+
+
+def test_a_jobs_ranks_and_simulated_host_survive_the_trip_to_a_worker():
+    """What `course run --nproc 2` sends: the worker rebuilds the same Job from the JSON it receives."""
+    job = Job(code="print(1)\n", filename="ranks.py", host=host_for(gpus=2), nproc=2)
+    message = json.loads(json.dumps(job_message(job, None)))  # Celery's json serializer, both ways
+    assert Job.from_payload(message["payload"]) == job

@@ -1,6 +1,6 @@
 """Grading on the worker tier, through the front door: every exercise's solution and one wrong file, over real
 HTTP to two web servers, run by two real `course worker` processes, events read back from Redis; and the
-`course` commands that run code (grade, run, doctor) pointed at the same workers."""
+`course` commands that run code (grade, run, run with two ranks, doctor) pointed at the same workers."""
 
 from __future__ import annotations
 
@@ -100,3 +100,12 @@ def test_course_grade_run_and_doctor_go_through_the_workers_too(running_tier, tm
     report = json.loads(doctor.stdout)
     assert report["server"]["runner"] == "celery" and len(report["server"]["workers"]) == 2
     assert report["probe"]["status"] == "ok", report["probe"]
+
+
+def test_course_run_of_two_ranks_runs_them_on_a_worker(running_tier, tmp_path):
+    program = tmp_path / "ranks.py"
+    program.write_text("import os, torch\n"
+                       "print(os.environ['RANK'], os.environ['WORLD_SIZE'], torch.cuda.device_count())\n")
+    ran = course(running_tier, "run", "--nproc", "2", str(program))
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(ran.stdout.splitlines()) == ["[default0]:0 2 2", "[default1]:1 2 2"]
