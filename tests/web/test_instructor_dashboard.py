@@ -77,7 +77,8 @@ def seconds_between(first: dict, then: dict) -> float:
 
 def test_the_json_figures_match_what_was_submitted(classroom):
     figures = {f["slug"]: f for f in classroom["instructor"].get("/api/instructor/exercises").json()}
-    assert list(figures) == ["same-device", "bring-it-back", "pick-device", "model-internals", "training-loop"]
+    assert list(figures) == ["same-device", "bring-it-back", "pick-device", "ddp-training", "model-internals",
+                             "training-loop"]  # in course order
     assert figures["same-device"] == {
         "slug": "same-device", "learners": 3, "passed_learners": 2, "pass_rate": 0.6667, "attempts": 5,
         "median_attempts_to_pass": 1.5,  # Ann 2, Ben 1
@@ -128,8 +129,8 @@ def test_the_progress_export_has_one_row_per_learner_and_exercise(classroom):
     rows = list(csv.DictReader(io.StringIO(response.text)))
     learners = {(row["learner_id"], row["email"]) for row in rows}
     assert len(learners) == 4  # Ann, Ben (accounts), Cam and Dee (anonymous, with attempts); not Ines
-    assert len(rows) == 4 * 5 and {row["exercise"] for row in rows} == {
-        "same-device", "bring-it-back", "pick-device", "model-internals", "training-loop"}
+    assert len(rows) == 4 * 6 and {row["exercise"] for row in rows} == {
+        "same-device", "bring-it-back", "pick-device", "ddp-training", "model-internals", "training-loop"}
     mine = {(row["email"] or row["learner_id"], row["exercise"]): row for row in rows}
     ann = mine[("ann@example.org", "same-device")]
     assert (ann["attempts"], ann["passed"], ann["passes_current_checks"], ann["lesson"]) == ("2", "yes", "yes",
