@@ -32,6 +32,7 @@ from app.errors import Refusal
 from app.leases import error_verdict
 from app.models import Submission
 from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
+from app.runner.batches import BATCH_S, Batch, OutputBatcher, parse_position, stored_batches
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ LINGER_S = 30.0
 SOLUTION_AFTER_FAILURES = 5
 # statuses that count as the learner's own failed attempt ("error" is the grader's fault, "rejected" never ran)
 FAILED_STATUSES = ("failed", "timeout")
+# the verdict event's id: a page that reconnects with it has everything
+VERDICT_ID = "verdict"
 INTERRUPTED_MESSAGE = "The server restarted while this ran (not your code's fault); run it again."
 
 
@@ -66,24 +69,54 @@ def check_code(code: str, *, source_bytes: int) -> None:
 
 @dataclass
 class LiveRun:
-    """Every event of one running submission, in order, for any number of subscribers to replay."""
+    """Every event of one running submission, in order, for any number of subscribers to replay.
 
-    events: list[tuple[str, dict]] = field(default_factory=list)
+    Output lines go through an OutputBatcher (app/runner/batches.py): one `output` event per short interval or
+    size, the live stream capped; the events hold `Batch`es, so a reconnecting page can be given the rest.
+    """
+
+    events: list[tuple[str, Any]] = field(default_factory=list)
     done: bool = False
+    batcher: OutputBatcher = field(default_factory=OutputBatcher)
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _timer: asyncio.TimerHandle | None = None
 
-    def push(self, kind: str, data: dict) -> None:
+    def push(self, kind: str, data: Any) -> None:
         """Append one event and wake every subscriber."""
         self.events.append((kind, data))
         self._wake.set()
         self._wake = asyncio.Event()
+
+    def add_line(self, stream: str, line: str) -> None:
+        """Take one output line; it goes out with its batch (when full, or BATCH_S after the batch's first line)."""
+        batch = self.batcher.add(stream, line)
+        if batch is not None:
+            self.push("output", batch)
+        elif self.batcher.pending and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(BATCH_S, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        batch = self.batcher.take()
+        if batch is not None:
+            self.push("output", batch)
+
+    def finish(self, verdict: dict) -> None:
+        """Send what output is left (the tail of a capped stream), then the verdict, and end the run."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for batch in self.batcher.close():
+            self.push("output", batch)
+        self.push("verdict", verdict)
+        self.close()
 
     def close(self) -> None:
         """Mark the run finished; subscribers drain what is left and stop."""
         self.done = True
         self._wake.set()
 
-    async def replay(self) -> AsyncIterator[tuple[str, dict]]:
+    async def replay(self) -> AsyncIterator[tuple[str, Any]]:
         """Yield every event from the first, then new ones as they come, until the run is done."""
         sent = 0
         while True:
@@ -96,12 +129,29 @@ class LiveRun:
             await wake.wait()
 
 
-def stored_events(submission: Submission) -> list[tuple[str, dict]]:
-    """Rebuild the events of a finished submission from its stored verdict (stdout lines, stderr lines, verdict)."""
+def stored_events(submission: Submission) -> list[tuple[str, Any]]:
+    """Rebuild the events of a finished submission from its stored verdict: output batches, then the verdict."""
     verdict = submission.verdict or error_verdict(submission.exercise_slug, "This run has no stored verdict.")
-    events = [("output", {"stream": stream, "line": line})
-              for stream in ("stdout", "stderr") for line in (verdict.get(stream) or "").splitlines()]
-    return events + [("verdict", verdict_json(submission))]
+    batches = stored_batches(verdict.get("stdout") or "", verdict.get("stderr") or "")
+    return [("output", batch) for batch in batches] + [("verdict", verdict_json(submission))]
+
+
+def sse_events(events, after: str | None):
+    """Turn (kind, Batch or dict) events into SSE (id, kind, data), leaving out what a page at `after` has seen.
+
+    Output ids are positions in the output (app/runner/batches.py); the verdict's id is VERDICT_ID, after which
+    nothing is left to send.
+    """
+    if after == VERDICT_ID:
+        return
+    seen = parse_position(after) or (0, 0)
+    for kind, data in events:
+        if isinstance(data, Batch):
+            rest = data.after(seen)
+            if rest is not None:
+                yield rest.id, kind, rest.data()
+        else:
+            yield (VERDICT_ID if kind == "verdict" else kind), kind, data
 
 
 # --- running submissions ---------------------------------------------------------------------------------
@@ -178,7 +228,7 @@ class LiveHub:
                      recorded: asyncio.Future) -> None:
         """Grade in the background, push output as it comes, then store and push the verdict."""
         def on_output(event: OutputEvent) -> None:
-            run.push("output", {"stream": event.stream, "line": event.line})
+            run.add_line(event.stream, event.line)
 
         try:
             verdict = await self._grader()(exercise, code, _WatchedRunner(self.runner, accepted), on_output)
@@ -196,8 +246,7 @@ class LiveHub:
             return  # the runner refused the job (the grader turned that into a verdict): nothing was stored
         submission_id = await recorded
         stored = await anyio.to_thread.run_sync(self._finish, submission_id, verdict)
-        run.push("verdict", stored)
-        run.close()
+        run.finish(stored)
         await asyncio.sleep(LINGER_S)
         self.runs.pop(submission_id, None)
 
@@ -208,16 +257,14 @@ class LiveHub:
 
     async def events(self, submission_id: str, *, after: str | None = None, poll_s: float = 0.25,
                      timeout_s: float = 120.0) -> AsyncIterator[tuple[str, str, dict]]:
-        """Yield a submission's (id, kind, data) events after event `after` (a number; from the first if None).
+        """Yield a submission's (id, kind, data) events after event `after` (from the first if None).
 
-        Ids count events from 1, so a page reconnecting with Last-Event-ID gets the rest.
+        Output ids say how far into stdout and stderr an event reaches, so a page reconnecting with
+        Last-Event-ID gets exactly the lines after it, from the live run or rebuilt from the stored row.
         """
-        skip = int(after) if after and after.isdigit() else 0
-        index = 0
         async for kind, data in self._events(submission_id, poll_s=poll_s, timeout_s=timeout_s):
-            index += 1
-            if index > skip:
-                yield str(index), kind, data
+            for event in sse_events([(kind, data)], after):
+                yield event
 
     async def _events(self, submission_id: str, *, poll_s: float, timeout_s: float):
         """Yield a submission's events from the first: live if this process runs it, else from the database.

@@ -131,7 +131,7 @@ def _stored_events(submission: Submission, seen_output: bool) -> list[tuple[str,
     """The stored row's events: its verdict, after its output unless the page already has it from the stream."""
     from app.submissions import stored_events
 
-    events = stored_events(submission)
+    events = [(kind, data.data() if kind == "output" else data) for kind, data in stored_events(submission)]
     return events[-1:] if seen_output else events
 
 

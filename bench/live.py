@@ -54,7 +54,7 @@ def submit_and_wait(client: httpx.Client, code: str, exercise: str = EXERCISE) -
             if line.startswith("event: "):
                 event = line[7:]
             elif line.startswith("data: ") and event == "output":
-                lines += 1
+                lines += len(json.loads(line[6:])["lines"])  # an event is a batch of lines
             elif line.startswith("data: ") and event == "verdict":
                 return (time.perf_counter() - start) * 1000, json.loads(line[6:]), lines
     raise RuntimeError("the event stream ended without a verdict")

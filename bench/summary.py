@@ -60,6 +60,9 @@ def headline(summary: dict) -> dict:
         "ddp_submit_p95_ms": g("ddp.ddp_submit_p95_ms"),
         "ddp_cold_torchrun_p50_ms": g("ddp.ddp_cold_torchrun_p50_ms"),
         "ddp_cold_torchrun_cpu_p50_ms": g("ddp.ddp_cold_torchrun_cpu_p50_ms"),
+        "flood_verdict_lag_ms": g("flood.flood_verdict_lag_ms"),
+        "flood_events": g("flood.flood_events_p50"),
+        "flood_output_lines": g("flood.flood_output_lines_p50"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
         out[f"grade_{slug}_p50_ms"] = g(f"live.submission_{slug}_p50_ms")
@@ -108,6 +111,9 @@ ROWS = [
                                  else 1e9) < 15),
     ("celery verdicts/s: 1 worker / 2 workers", "celery_verdicts_per_s_1w", "celery_verdicts_per_s_2w", None, "",
      None),
+    ("output flood: job's end -> verdict event, p50 (ms)", "flood_verdict_lag_ms", None, None, "< 2000 ms",
+     lambda h: (h["flood_verdict_lag_ms"] if h["flood_verdict_lag_ms"] is not None else 1e9) < 2000),
+    ("output flood: SSE events vs output lines", "flood_events", "flood_output_lines", None, "", None),
     ("page p99 with 4 hostile jobs (ms) vs no job", "hostile_page_p99_ms", "quiet_page_p99_ms", "hostile_p99_ratio",
      "< 100 ms",
      lambda h: (h["hostile_page_p99_ms"] or 1e9) < 100),

@@ -138,8 +138,8 @@ def serious_violations(page) -> list[str]:
             for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
 
 
-def parse_sse(text: str) -> list[tuple[str, dict]]:
-    """Parse an event stream into (event, data) pairs; keep-alive comments are skipped."""
+def parse_sse(text: str, *, ids: bool = False) -> list[tuple]:
+    """Parse an event stream into (event, data) pairs, or (id, event, data) with ids; keep-alives are skipped."""
     events = []
     for block in text.replace("\r\n", "\n").split("\n\n"):
         fields: dict[str, str] = {}
@@ -149,8 +149,15 @@ def parse_sse(text: str) -> list[tuple[str, dict]]:
             name, _, value = line.partition(":")
             fields[name] = fields.get(name, "") + value.removeprefix(" ")
         if "event" in fields:
-            events.append((fields["event"], json.loads(fields["data"])))
+            event = (fields["event"], json.loads(fields["data"]))
+            events.append((fields.get("id"), *event) if ids else event)
     return events
+
+
+def output_lines(events: list[tuple[str, dict]], stream: str | None = None) -> list[str]:
+    """The output lines an event stream carried, in order (`output` events hold batches of lines)."""
+    return [item["line"] for kind, data in events if kind == "output" for item in data["lines"]
+            if stream is None or item["stream"] == stream]
 
 
 

@@ -12,11 +12,12 @@ REQUIRED = ["sandbox_warm_p50_ms", "sandbox_cold_p50_ms", "sandbox_speedup", "id
             "grade_training_loop_p50_ms", "grade_training_loop_p95_ms", "page_rps", "plain_rps",
             "page_throughput_ratio", "verdicts_per_s", "submission_p95_ms", "lost_submissions", "sim_fidelity",
             "celery_submit_p50_ms", "local_submit_p50_ms", "celery_verdicts_per_s_1w", "celery_verdicts_per_s_2w",
-            "ddp_submit_p50_ms", "ddp_cold_torchrun_p50_ms", "ddp_submit_speedup"]
+            "ddp_submit_p50_ms", "ddp_cold_torchrun_p50_ms", "ddp_submit_speedup", "flood_verdict_lag_ms"]
 
 
 def test_every_benchmark_module_is_discovered():
-    assert set(discover()) >= {"sandbox", "grading", "live", "pages", "load", "hostile", "fidelity", "workers", "ddp"}
+    assert set(discover()) >= {"sandbox", "grading", "live", "pages", "load", "hostile", "fidelity", "workers", "ddp",
+                               "flood"}
 
 
 def test_summary_has_every_headline_key_with_ratios_and_targets():
@@ -29,13 +30,15 @@ def test_summary_has_every_headline_key_with_ratios_and_targets():
                "workers": {"celery_submit_p50_ms": 30.0, "local_submit_p50_ms": 20.0, "celery_submit_overhead_ms": 10.0,
                            "celery_verdicts_per_s_1w": 5.0, "celery_verdicts_per_s_2w": 8.0},
                "ddp": {"ddp_submit_p50_ms": 400.0, "ddp_submit_p95_ms": 500.0, "ddp_cold_torchrun_p50_ms": 5000.0,
-                       "ddp_cold_torchrun_cpu_p50_ms": 4800.0}}
+                       "ddp_cold_torchrun_cpu_p50_ms": 4800.0},
+               "flood": {"flood_verdict_lag_ms": 40.0, "flood_events_p50": 7, "flood_output_lines_p50": 96000}}
     head = headline(figures)
     assert all(isinstance(head[key], (int, float)) for key in REQUIRED), {k: head[k] for k in REQUIRED}
     assert head["sandbox_speedup"] == 100.0 and head["page_throughput_ratio"] == 0.8
     met = targets_met(head)
     assert met["sandbox_warm_p50_ms"] and met["page_rps"] and met["lost_submissions"] and met["sim_fidelity"]
     assert met["celery_submit_p50_ms"] and met["ddp_submit_p50_ms"] and head["ddp_submit_speedup"] == 12.5
+    assert met["flood_verdict_lag_ms"]
     slow = targets_met(headline({"ddp": {"ddp_submit_p50_ms": 900.0, "ddp_cold_torchrun_p50_ms": 3000.0}}))
     assert slow == {"ddp_submit_p50_ms": False}  # under 1 s, but only 3.3x faster than cold
     assert "hostile_page_p99_ms" not in met  # a benchmark that did not run is not reported as met

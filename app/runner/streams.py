@@ -6,8 +6,9 @@ ids: a page that reconnects with Last-Event-ID gets exactly the entries after it
 reaches. Redis Pub/Sub would lose what was said while nobody listened; a stream keeps it until its TTL.
 
 Each entry has one field, `e`: JSON `{"kind": ..., "data": {...}}`. Kinds: `start` (a worker began an attempt;
-a later one means the job restarted elsewhere), `output` ({"stream", "line"}), `done` (a Result, for plain
-jobs), `verdict` (a submission's stored Verdict JSON).
+a later one means the job restarted elsewhere), `output` (a plain job's line, {"stream", "line"}, or a
+submission's batch of lines, {"lines": [{"stream", "line"}], ...}, as the page gets it: app/runner/batches.py),
+`done` (a Result, for plain jobs), `verdict` (a submission's stored Verdict JSON).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import time
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
+
+from app.runner.batches import OutputBatcher
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,18 @@ class EventWriter:
         self.ttl_s = ttl_s
         self._pending: list[str] = []
         self._lock = asyncio.Lock()
+        self._batcher = OutputBatcher()
+
+    def add_line(self, stream: str, line: str) -> None:
+        """Buffer one output line of a submission: lines go out as batches, one entry each, the stream capped."""
+        batch = self._batcher.add(stream, line)
+        if batch is not None:
+            self.add("output", batch.data())
+
+    def end_output(self) -> None:
+        """The program ended: buffer what output is left (the tail of a capped stream) before the next entry."""
+        for batch in self._batcher.close():
+            self.add("output", batch.data())
 
     def add(self, kind: str, data: dict) -> None:
         """Buffer one event; the next flush sends it."""
@@ -62,6 +77,8 @@ class EventWriter:
 
     async def flush(self) -> bool:
         """Send what is buffered in one round trip; keep it for the next flush if Redis is unreachable."""
+        if self._batcher.due():
+            self.add("output", self._batcher.take().data())
         async with self._lock:
             if not self._pending:
                 return True

@@ -161,8 +161,7 @@ class WorkerService:
         tracked = _Tracked(self, submission_id, writer)
         try:
             exercise = self._exercise(slug)
-            verdict = await grade_submission(exercise, code, tracked, lambda e: writer.add(
-                "output", {"stream": e.stream, "line": e.line}))
+            verdict = await grade_submission(exercise, code, tracked, lambda e: writer.add_line(e.stream, e.line))
             return verdict.model_dump(mode="json")
         except Exception:  # a grader or content bug is stored as an error, not retried forever
             log.exception("grading submission %s failed", submission_id)
@@ -171,6 +170,7 @@ class WorkerService:
         finally:
             self._held.pop(submission_id, None)
             await tracked.close()
+            writer.end_output()
             await writer.flush()
 
     def _exercise(self, slug: str) -> Exercise:

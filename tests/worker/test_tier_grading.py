@@ -76,7 +76,7 @@ def test_the_stream_gives_output_then_the_verdict_on_either_web_server(running_t
     events = parse_sse(response.text)
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "output" and kinds[-1] == "verdict" and set(kinds) == {"output", "verdict"}, kinds
-    assert events[0][1] == {"stream": "stdout", "line": "before the mistake"}
+    assert events[0][1]["lines"][0] == {"stream": "stdout", "line": "before the mistake"}  # lines come in batches
     assert events[-1][1]["id"] == outcome.submission_id and events[-1][1]["status"] == "failed"
     assert events[-1][1] == {**outcome.verdict}
     ids = [line.split(": ", 1)[1] for line in response.text.splitlines() if line.startswith("id: ")]
