@@ -29,6 +29,7 @@ from app import progress
 from app.content.exercises import Exercise
 from app.db import Database
 from app.errors import Refusal
+from app.grading.paths import verdict_for_learner
 from app.leases import error_verdict
 from app.models import Submission
 from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
@@ -131,7 +132,8 @@ class LiveRun:
 
 def stored_events(submission: Submission) -> list[tuple[str, Any]]:
     """Rebuild the events of a finished submission from its stored verdict: output batches, then the verdict."""
-    verdict = submission.verdict or error_verdict(submission.exercise_slug, "This run has no stored verdict.")
+    verdict = verdict_json(submission) if submission.verdict else error_verdict(
+        submission.exercise_slug, "This run has no stored verdict.")
     batches = stored_batches(verdict.get("stdout") or "", verdict.get("stderr") or "")
     return [("output", batch) for batch in batches] + [("verdict", verdict_json(submission))]
 
@@ -341,10 +343,12 @@ def iso(value) -> str | None:
 def verdict_json(submission: Submission) -> dict:
     """Return the Verdict JSON of a submission (DESIGN.md), plus its id, code and timings.
 
-    While it is not finished, status is "queued" or "running" and checks are empty.
+    While it is not finished, status is "queued" or "running" and checks are empty. Server paths are replaced
+    (app/grading/paths.py) even in verdicts stored before that was done at grading time.
     """
-    verdict = submission.verdict or {"exercise": submission.exercise_slug, "checks": [], "stdout": "",
-                                     "stderr": "", "duration_ms": None, "device": None}
+    verdict = verdict_for_learner(submission.verdict) if submission.verdict else {
+        "exercise": submission.exercise_slug, "checks": [], "stdout": "", "stderr": "", "duration_ms": None,
+        "device": None}
     return {**verdict, "id": submission.id, "status": submission.status, "code": submission.code,
             "created_at": iso(submission.created_at), "finished_at": iso(submission.finished_at)}
 

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from app.grading.verdict import CheckResult
 
 
-def check(id: str, passed: bool, message: str = "", line: int | None = None) -> CheckResult:
-    """Build one check result (a passing check needs no message)."""
-    return CheckResult(id=id, passed=passed, message="" if passed else message, line=None if passed else line)
+def check(id: str, passed: bool, message: str = "", line: int | None = None, *,
+          cause: str | None = None) -> CheckResult:
+    """Build one check result (a passing check needs no message). `cause` names what a failure comes down to,
+    so that checks failing for the same cause are worded once (app/grading/messages.py)."""
+    return CheckResult(id=id, passed=passed, message="" if passed else message, line=None if passed else line,
+                       cause=None if passed else cause)
 
 
 def name_of(tensor_fact: dict, fallback: str = "a tensor") -> str:
@@ -108,14 +111,27 @@ def mark_unreached(results: list[CheckResult], facts: Facts) -> list[CheckResult
     the same for every exercise: a failed check that names no line has found nothing of its own to blame; when
     the program stopped early, that absence is the stop's doing. Its message becomes `not reached: the program
     stopped at line N` and `reached` becomes False. Checks that name a line (the one that explains the stop,
-    or a mistake made before it) keep their own words.
+    or a mistake made before it) keep their own words. When none of them names the line where an exception
+    stopped the program, the first such check reports the exception there instead: the crash is always a
+    failing check with its line link.
     """
     line = facts.stopped_line
     if line is None:
         return results
-    return [r if r.passed or r.line is not None else
-            CheckResult(id=r.id, passed=False, message=f"not reached: the program stopped at line {line}",
-                        line=None, reached=False) for r in results]
+    out = [r if r.passed or r.line is not None else
+           CheckResult(id=r.id, passed=False, message=f"not reached: the program stopped at line {line}",
+                       line=None, reached=False) for r in results]
+    exc = facts.outcome.get("exception")
+    if exc and not any(not r.passed and r.line == line for r in out):
+        first = next((i for i, r in enumerate(out) if not r.reached), None)
+        if first is not None:
+            out[first] = CheckResult(id=out[first].id, passed=False, message=crash_message(exc), line=line)
+    return out
+
+
+def crash_message(exc: dict) -> str:
+    """'line 7: NameError: name 'x' is not defined; the traceback is in the output above.'"""
+    return f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])}; the traceback is in the output above."
 
 
 def check_runs(facts: Facts) -> CheckResult:
@@ -130,9 +146,7 @@ def check_runs(facts: Facts) -> CheckResult:
                                     "its end.", line)
     if exc is None:
         return check("runs", False, "the program did not finish.")
-    return check("runs", False, f"{at(exc.get('line'))}{exc['type']}: {first_line(exc['message'])} "
-                                "(the traceback is in the output below; fix that line and run again).",
-                 exc.get("line"))
+    return check("runs", False, crash_message(exc), exc.get("line"))
 
 
 ASK_FOR_DEVICE = "`device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`"
@@ -165,25 +179,48 @@ def check_same_device(facts: Facts) -> CheckResult:
     accel_name = name_of(accel[0], "a tensor on the device") if accel else "a tensor on the device"
     if host_name:
         var = host_name.strip("`")
+        dropped = discarded_move(facts, var)
+        if dropped is not None:
+            return check("same_device", False, dropped_copy_message(
+                dropped, var, f"line {m.get('line')} used `{var}` on the host with {accel_name}"), dropped["line"],
+                cause=dropped_cause(dropped, var))
         what = f"{host_name} (on cpu) and {accel_name} (on {facts.accelerator}) met in one operation"
-        fix = f"Move it to the device first: `{var} = {var}.to(device)`." + discarded_move_note(facts, var)
+        fix = f"Move it to the device first: `{var} = {var}.to(device)`."
     else:
         what = f"{accel_name} (on {facts.accelerator}) met a tensor on the host (cpu) in one operation"
         fix = ("Whatever is still on the host needs `.to(device)`: often a model's parameters "
                "(`model = model.to(device)`) or a tensor made without `device=`.")
-    message = first_line(m.get("message", ""))
-    return check("same_device", False, f"{at(m.get('line'))}{what}; a GPU raises RuntimeError: {message}"
-                                       f"{'' if message.endswith(('!', '.')) else '.'} {fix}", m.get("line"))
+    # when the program stopped here, `runs` quotes torch's error already: say what met, not the error again
+    message = "" if facts.stopped_line == m.get("line") else first_line(m.get("message", ""))
+    raises = f"; a GPU raises RuntimeError: {message}{'' if message.endswith(('!', '.')) else '.'}" if message else "."
+    return check("same_device", False, f"{at(m.get('line'))}{what}{raises} {fix}", m.get("line"),
+                 cause=host_cause(var, m.get("line")) if host_name else None)
 
 
-def discarded_move_note(facts: Facts, var: str) -> str:
-    """' (Line 9 moved a copy of `x` and dropped it ...)' when the learner called .to() without keeping the result."""
+def host_cause(var: str, line: int | None) -> str:
+    """The cause key of a host tensor `var` used with device tensors at `line`."""
+    return f"host:{var}@{line}"
+
+
+def dropped_cause(move: dict, var: str) -> str:
+    """The cause key of a dropped `.to()` copy of `var`."""
+    return f"dropped:{var}@{move['line']}"
+
+
+def discarded_move(facts: Facts, var: str) -> dict | None:
+    """The learner's `.to()` that copied `var` to the device without keeping the copy, or None."""
     for e in facts.events("move"):
         if var in (e.get("names") or []) and facts.on_accelerator(e.get("dst_device")) \
                 and not facts.on_accelerator(e.get("src_device")):
-            return (f" (Line {e['line']} made a copy of `{var}` on the device and dropped it: `.{e['op']}()` returns "
-                    f"a new tensor and leaves `{var}` where it was.)")
-    return ""
+            return e
+    return None
+
+
+def dropped_copy_message(move: dict, var: str, consequence: str) -> str:
+    """The cause, at the move's line: 'line 9: `x.to()` made a copy ... and dropped it ..., so <consequence>. ...'"""
+    return (f"{at(move['line'])}`{var}.{move['op']}(...)` made a copy of `{var}` on {move['dst_device']} and dropped "
+            f"it: `.{move['op']}()` returns a new tensor and leaves `{var}` where it was, so {consequence}. Keep the "
+            f"copy: `{var} = {var}.to(device)`.")
 
 
 def first_line(text: str) -> str:

@@ -17,6 +17,8 @@ from typing import Any
 
 from app.content.exercises import Exercise
 from app.grading.facts import Facts, check, mark_unreached
+from app.grading.messages import tidy
+from app.grading.paths import scrub, verdict_for_learner
 from app.grading.verdict import CheckResult, Verdict
 from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
 from app.runner.factory import emit
@@ -62,22 +64,27 @@ def checks_module(exercise: Exercise):
     return module
 
 
-def _all(exercise: Exercise, passed: bool, message: str) -> list[CheckResult]:
-    return [check(c.id, passed, message) for c in exercise.spec.checks]
+def _stopped(exercise: Exercise, message: str) -> list[CheckResult]:
+    """The program was stopped before it could be judged: the first check says why, once; the rest were never
+    reached."""
+    ids = [c.id for c in exercise.spec.checks]
+    return [check(ids[0], False, message)] + [
+        CheckResult(id=i, passed=False, message="not reached: the program was stopped first", reached=False)
+        for i in ids[1:]]
 
 
-def evaluate(exercise: Exercise, result: Result, nonce: str | None) -> Verdict:
-    """Turn a sandbox Result (with the harness's report) into a Verdict."""
+def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | None = None) -> Verdict:
+    """Turn a sandbox Result (with the harness's report) into a Verdict; `code` lets messages name its lines."""
     base = dict(exercise=exercise.slug, stdout=result.stdout, stderr=result.stderr, duration_ms=result.duration_ms)
     if result.status in ("error", "cancelled"):  # the sandbox broke or the job was stopped: not the learner's fault
         return Verdict(status="error", checks=[], **{**base, "stderr": _join(result.stderr, result.message)})
     if result.status == "limit" and result.limit_hit in ("wall", "cpu"):
-        return Verdict(status="timeout", **base, checks=_all(
-            exercise, False, f"the program was stopped: {result.message or 'it ran past the time limit'}. "
-                             "Look for a loop that never ends, or train for fewer steps."))
+        return Verdict(status="timeout", **base, checks=_stopped(
+            exercise, f"{_sentence(result.message or 'the program ran past its time limit')} Look for a loop that "
+                      "never ends, or train for fewer steps."))
     if result.status == "limit":
-        return Verdict(status="failed", **base, checks=_all(
-            exercise, False, result.message or f"the program went past the {result.limit_hit} limit."))
+        return Verdict(status="failed", **base, checks=_stopped(
+            exercise, _sentence(result.message or f"the program went past the {result.limit_hit} limit")))
     report = result.report
     if not isinstance(report, dict) or report.get("nonce") != nonce:
         if result.status == "failed" and result.signal == signal.SIGKILL:
@@ -85,12 +92,12 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None) -> Verdict:
         why = ("the program ended before the grader could collect its results"
                + (f" (killed by signal {result.signal})" if result.signal else "")
                + "; do not call `os._exit()` or end the process yourself, and let the script run to its end.")
-        return Verdict(status="failed", **base, checks=_all(exercise, False, why))
+        return Verdict(status="failed", **base, checks=_stopped(exercise, why))
     if report.get("probe_error"):
         return Verdict(status="error", device=report.get("device") or "cpu", checks=[],
                        **{**base, "stderr": _join(result.stderr, "The grader's probe failed (not your code's "
                                                                  "fault):\n" + report["probe_error"])})
-    checks = _decide(exercise, Facts(report))
+    checks = tidy(_decide(exercise, Facts(report)), code)
     status = "passed" if all(c.passed for c in checks) else "failed"
     return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", **base)
 
@@ -102,6 +109,12 @@ def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:
     if missing:
         raise RuntimeError(f"{exercise.checks_path}: evaluate() decided no result for {missing}")
     return mark_unreached([decided[c.id] for c in exercise.spec.checks], facts)
+
+
+def _sentence(text: str) -> str:
+    """A limit's message as a sentence: capitalised, with its full stop."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!")) else ".")
 
 
 def _join(*parts: str) -> str:
@@ -121,10 +134,10 @@ async def grade_submission(exercise: Exercise, code: str, runner: Runner,
     except Rejected as exc:
         return Verdict(exercise=exercise.slug, status="rejected", stderr=exc.message)
     async for event in handle.events():
-        if isinstance(event, OutputEvent):
-            await emit(on_output, event)
+        if isinstance(event, OutputEvent) and on_output is not None:
+            await emit(on_output, OutputEvent(event.stream, scrub(event.line)))
     result = await handle.result()
-    verdict = evaluate(exercise, result, nonce)
+    verdict = evaluate(exercise, result, nonce, code)
     if not verdict.duration_ms:
         verdict.duration_ms = round((time.perf_counter() - started) * 1000)
-    return verdict
+    return Verdict.model_validate(verdict_for_learner(verdict.model_dump()))

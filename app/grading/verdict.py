@@ -19,6 +19,9 @@ class CheckResult(BaseModel):
     # False when the program stopped (an exception, a non-zero sys.exit) before doing what this check looks at;
     # its message then reads "not reached: the program stopped at line N" (see facts.mark_unreached)
     reached: bool = True
+    # what this finding comes down to ("returned:7:None", "host:xb@20"), set by a check that can tell; failed
+    # checks with the same cause are worded once (app/grading/messages.py). Not part of the Verdict JSON.
+    cause: str | None = Field(default=None, exclude=True)
 
 
 class Verdict(BaseModel):

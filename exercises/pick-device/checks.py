@@ -39,18 +39,31 @@ def evaluate(facts: Facts):
                     "when no accelerator is usable, return `torch.device(\"cpu\")`")]
 
 
+def _returned_at(r: dict, line):
+    """The learner's line that returned this result (the wrong `return`), else the function's first line."""
+    return r.get("return_line") or line
+
+
+def _returned(r: dict, line) -> str:
+    """The cause key of a wrong result: the same value from the same `return` is one mistake, on any machine."""
+    return f"returned:{line}:{r['repr']}"
+
+
 def _returns_device(results, line):
     for name, r in results.items():
         if r["error"]:
             continue
+        at_return = _returned_at(r, line)
         if not r["is_device"] and r["repr"] == "None":
-            return check("returns_device", False, f"with {SETTING[name]}, `pick_device()` returned None, not a "
-                                                  "`torch.device`; every path must return one, the last "
-                                                  "`torch.device(\"cpu\")`.", line)
+            return check("returns_device", False, f"{at(at_return)}with {SETTING[name]}, `pick_device()` ended here "
+                                                  "and returned None, not a `torch.device`; every path must return "
+                                                  "one, the last `torch.device(\"cpu\")`.", at_return,
+                         cause=_returned(r, at_return))
         if not r["is_device"]:
             return check("returns_device", False,
-                         f"with {SETTING[name]}, `pick_device()` returned {r['repr']} (a {r['type']}), not a "
-                         "`torch.device`; wrap the name: `return torch.device(\"cuda\")`.", line)
+                         f"{at(at_return)}with {SETTING[name]}, `pick_device()` returned {r['repr']} (a "
+                         f"{r['type']}), not a `torch.device`; wrap the name: `return torch.device(\"cuda\")`.",
+                         at_return, cause=_returned(r, at_return))
     if all(r["error"] for r in results.values()):
         return check("returns_device", False, "`pick_device()` raised an exception on every machine; "
                                               "see the other checks.", line)
@@ -67,6 +80,7 @@ def _expect(results, names, wanted, check_id, line, fix):
                          err.get("line") or line)
         if r["device_type"] != wanted:
             why = NOT_THERE.get((name, r["device_type"]), fix)
-            return check(check_id, False, f"with {SETTING[name]}, `pick_device()` returned {r['repr']}; {why}.",
-                         line)
+            at_return = _returned_at(r, line)
+            return check(check_id, False, f"{at(at_return)}with {SETTING[name]}, `pick_device()` returned "
+                                          f"{r['repr']}; {why}.", at_return, cause=_returned(r, at_return))
     return check(check_id, True)

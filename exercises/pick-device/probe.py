@@ -21,6 +21,7 @@ def probe(ns, api):
         with api.scenario(build=build, gpus=gpus, mps=mps):
             value, error = api.call(fn)
         fact = {"build": build, "gpus": gpus, "mps": mps, "error": error, "type": type(value).__name__,
+                "return_line": api.return_line,
                 "repr": repr(value)[:80], "is_device": isinstance(value, torch.device), "device_type": None}
         try:
             fact["device_type"] = torch.device(value).type if value is not None else None

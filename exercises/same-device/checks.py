@@ -26,11 +26,15 @@ def _y_on_device(facts: Facts):
                      f"on the host. Pick the device by asking: `torch.device(\"cuda\" if torch.cuda.is_available() "
                      f"else \"cpu\")`.{facts.tamper_note()}")
     moved_back = [e for e in facts.events("move") if e.get("dst_device") == "cpu"]
-    hint = (f" {at(moved_back[-1]['line'])}`.{moved_back[-1]['op']}()` brought a result back to the host; "
-            "leave `y` on the device." if moved_back else "")
+    if moved_back:  # the cause is the line that brought it back
+        e = moved_back[-1]
+        return check("y_on_device", False,
+                     f"{at(e['line'])}`.{e['op']}()` brought a result back to the host, so `y` lives on {y['device']}, "
+                     f"not on `device` ({accel}); leave it on the device: `y = weights @ x` with both on `device`.",
+                     e["line"])
     return check("y_on_device", False,
                  f"`y` lives on {y['device']}, not on `device` ({accel}). Compute it from tensors on the device: "
-                 f"`y = weights @ x` with both on `device`.{hint}", moved_back[-1]["line"] if moved_back else None)
+                 "`y = weights @ x` with both on `device`.")
 
 
 def _product_on_device(facts: Facts):

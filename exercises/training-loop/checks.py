@@ -7,7 +7,10 @@ from app.grading.facts import (
     check_picks_device,
     check_runs,
     check_same_device,
-    discarded_move_note,
+    discarded_move,
+    dropped_cause,
+    dropped_copy_message,
+    host_cause,
     name_of,
 )
 
@@ -83,13 +86,18 @@ def _batch_on_device(facts: Facts):
             if not e.get("has_params"):  # a loss module: nn.MSELoss(), nn.CrossEntropyLoss() ...
                 return _targets_message(e["line"], bad[0], e["module"])
             var = name_of(bad[0], "the batch")
+            dropped = discarded_move(facts, var.strip("`")) if bad[0].get("names") else None
+            if dropped is not None:  # the cause is the line that dropped the copy, not the line that used it
+                return check("batch_on_device", False, dropped_copy_message(
+                    dropped, var.strip("`"), f"line {e['line']} gave `{e['module']}` the batch on the host"),
+                    dropped["line"], cause=dropped_cause(dropped, var.strip("`")))
             where = "the model lives on the device" if e.get("has_params") and all(
                 facts.on_accelerator(d) for d in e.get("param_devices", [])) else "it should be on the device"
-            move = f" Move the batch: `{var.strip('`')} = {var.strip('`')}.to(device)`." \
-                + discarded_move_note(facts, var.strip('`')) if bad[0].get("names") \
+            move = f" Move the batch: `{var.strip('`')} = {var.strip('`')}.to(device)`." if bad[0].get("names") \
                 else " Move each batch with `.to(device)` inside the loop."
             return check("batch_on_device", False,
-                         f"{at(e['line'])}{var} reached `{e['module']}` on the host; {where}.{move}", e["line"])
+                         f"{at(e['line'])}{var} reached `{e['module']}` on the host; {where}.{move}", e["line"],
+                         cause=host_cause(var.strip("`"), e["line"]) if bad[0].get("names") else None)
     for e in facts.events("loss_fn"):
         bad = [t for t in e["inputs"] if not facts.on_accelerator(t["device"]) and t.get("dim", 1) > 0]
         if bad:
@@ -101,7 +109,8 @@ def _targets_message(line, tensor, where):
     var = name_of(tensor, "the targets")
     move = f"`{var.strip('`')} = {var.strip('`')}.to(device)`" if tensor.get("names") else "`.to(device)`"
     return check("batch_on_device", False, f"{at(line)}{var} reached `{where}` on the host while the model's "
-                                           f"output is on the device; move the targets too: {move}.", line)
+                                           f"output is on the device; move the targets too: {move}.", line,
+                 cause=host_cause(var.strip("`"), line) if tensor.get("names") else None)
 
 
 def _is_loss(read: dict) -> bool:

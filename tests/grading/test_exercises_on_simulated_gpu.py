@@ -59,11 +59,12 @@ def test_at_least_four_variants_per_exercise(slug):
     assert len(list((VARIANTS / slug).glob("*.py"))) >= 4
 
 
-def test_starter_messages_name_line_and_variable(grade, exercises):
+def test_starter_messages_name_line_and_variable_and_say_the_error_once(grade, exercises):
     verdict = grade("same-device", exercises["same-device"].starter)
-    same = next(c for c in verdict.checks if c.id == "same_device")
+    runs, same = (next(c for c in verdict.checks if c.id == i) for i in ("runs", "same_device"))
     assert same.line == 10 and "`x`" in same.message and "x = x.to(device)" in same.message
-    assert "wrapper_CUDA_addmv_" in same.message
+    assert runs.line == 10 and "wrapper_CUDA_addmv_" in runs.message and "output above" in runs.message
+    assert "wrapper_CUDA_addmv_" not in same.message  # the crash is `runs`; same_device says why
 
 
 def test_training_loop_batch_message(grade):
@@ -105,8 +106,10 @@ def test_endless_loop_times_out_under_the_exercise_limit(grading_runner, exercis
     ex = exercises["same-device"]
     quick = ex.model_copy(update={"spec": ex.spec.model_copy(update={"limits": {"wall_s": 2}})})
     verdict = grading_runner.call(grade_submission(quick, "while True:\n    pass\n", grading_runner.runner))
-    assert verdict.status == "timeout"
-    assert all(not c.passed and "stopped" in c.message for c in verdict.checks)
+    assert verdict.status == "timeout" and not any(c.passed for c in verdict.checks)
+    first, *rest = verdict.checks
+    assert "limit of 2 s" in first.message and first.reached  # said once ...
+    assert all(not c.reached and "limit" not in c.message for c in rest)  # ... the rest were never reached
 
 
 def test_sys_exit_with_an_error_status_fails_runs(grade, exercises):
@@ -115,7 +118,38 @@ def test_sys_exit_with_an_error_status_fails_runs(grade, exercises):
     assert not runs.passed and "sys.exit(3)" in runs.message
 
 
-def test_dropped_to_result_is_named(grade):
+def test_dropped_to_result_is_named_at_its_own_line(grade):
     code = (ROOT / "exercises/same-device/wrong/unassigned_to.py").read_text()
     same = next(c for c in grade("same-device", code).checks if c.id == "same_device")
-    assert "Line 10 made a copy of `x` on the device and dropped it" in same.message
+    assert same.line == 10 and same.message.startswith("line 10: `x.to(...)` made a copy of `x` on cuda:0 and "
+                                                       "dropped it")
+
+
+def test_one_dropped_copy_is_explained_once(grade):
+    code = (ROOT / "exercises/training-loop/wrong/to_without_assignment.py").read_text()
+    checks = {c.id: c for c in grade("training-loop", code).checks}
+    assert checks["batch_on_device"].line == 20 and "made a copy of `xb`" in checks["batch_on_device"].message
+    assert checks["same_device"].message == "line 20: the same cause as `batch_on_device` above."
+    assert checks["runs"].line == 22 and [c.id for c in checks.values() if not c.reached] == ["loss_item", "trains"]
+
+
+def test_a_wrong_return_is_the_line_link_and_code_after_it_is_named(grade):
+    code = ("import torch\n\n\ndef pick_device():\n    return torch.device(\"cuda\")\n"
+            "    if torch.cuda.is_available():\n        return torch.device(\"cuda\")\n"
+            "    return torch.device(\"cpu\")\n")
+    checks = {c.id: c for c in grade("pick-device", code).checks}
+    assert checks["uses_mps"].line == 5 and "code after this `return` (lines 6-8) never runs" in \
+        checks["uses_mps"].message
+    assert checks["falls_back_to_cpu"].message == "line 5: the same cause as `uses_mps` above."
+
+
+def test_a_crash_in_an_exercise_without_a_runs_check_is_its_first_failing_check(grade):
+    checks = grade("bring-it-back", "import torch\nprint(undefined_name)\n").checks
+    assert checks[0].line == 2 and "NameError" in checks[0].message and checks[0].reached
+    assert all(not c.reached for c in checks[1:])
+
+
+def test_a_training_loop_starter_says_each_sentence_once(grade, exercises):
+    verdict = grade("training-loop", exercises["training-loop"].starter)
+    text = " ".join(c.message for c in verdict.checks)
+    assert text.count("There is no global `device`") == 1

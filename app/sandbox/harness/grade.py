@@ -37,7 +37,9 @@ def describe_exception(exc: BaseException, filename: str) -> dict:
     lines = [fs.lineno for fs in frames if fs.filename == filename]
     if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
         lines.append(exc.lineno)  # compile() failed: no frame of the learner's file ran
-    return {"type": type(exc).__name__, "message": str(exc), "lines": lines,
+    # a SyntaxError's str() repeats the file and line ("expected ':' (main.py, line 3)"); the line is in `line`
+    message = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+    return {"type": type(exc).__name__, "message": message, "lines": lines,
             "line": lines[-1] if lines else None, "traceback": format_learner_traceback(exc, filename)}
 
 
@@ -70,6 +72,7 @@ class ProbeAPI:
         self.accelerator = tracer.accelerator
         self.simulated = tracer.simulated
         self.host = avail.devices.host
+        self.return_line: int | None = None  # set by call()
 
     def device_of(self, t: torch.Tensor) -> str:
         """Where t lives, as the learner's code sees it (e.g. "cuda:0")."""
@@ -107,11 +110,23 @@ class ProbeAPI:
         return self.tracer.events.get(kind, [])[mark.get(kind, 0):]
 
     def call(self, fn, *args, **kwargs):
-        """Call a learner function; return (result, error facts or None)."""
+        """Call a learner function; return (result, error facts or None). `return_line` is then the learner's
+        line that returned the result (the `return` to blame for a wrong value), or None."""
+        self.return_line = None
+        code = getattr(fn, "__code__", None)
+
+        def watch(frame, event, _arg):
+            if event == "return" and frame.f_code is code:
+                self.return_line = frame.f_lineno
+        previous = sys.getprofile()
+        sys.setprofile(watch if code is not None else previous)
         try:
             return fn(*args, **kwargs), None
         except Exception as exc:  # the learner's bug is a fact to report, not a grader crash
+            self.return_line = None
             return None, describe_exception(exc, self.filename)
+        finally:
+            sys.setprofile(previous)
 
 
 def _run_learner(code: str, filename: str, namespace: dict, show_traceback) -> dict:
