@@ -19,6 +19,7 @@ from app.content.exercises import Exercise
 from app.grading.facts import Facts, check, mark_unreached
 from app.grading.messages import tidy
 from app.grading.paths import scrub, verdict_for_learner
+from app.grading.placement import placement_map
 from app.grading.verdict import CheckResult, Verdict
 from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
 from app.runner.factory import emit
@@ -97,9 +98,12 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | 
         return Verdict(status="error", device=report.get("device") or "cpu", checks=[],
                        **{**base, "stderr": _join(result.stderr, "The grader's probe failed (not your code's "
                                                                  "fault):\n" + report["probe_error"])})
-    checks = tidy(_decide(exercise, Facts(report)), code)
+    facts = Facts(report)
+    checks = tidy(_decide(exercise, facts), code)
     status = "passed" if all(c.passed for c in checks) else "failed"
-    return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", **base)
+    placement, totals = placement_map(report, code)
+    return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", placement=placement,
+                   placement_totals=totals, **base)
 
 
 def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.grading.placement import PlacementEntry, PlacementTotals
+
 Status = Literal["passed", "failed", "error", "timeout", "rejected"]
 
 
@@ -34,6 +36,9 @@ class Verdict(BaseModel):
     stderr: str = ""
     duration_ms: int = 0
     device: str = "cpu"
+    # per line of the learner's code, where tensors went (app/grading/placement.py); empty when nothing ran
+    placement: list[PlacementEntry] = Field(default_factory=list)
+    placement_totals: PlacementTotals | None = None
 
     @property
     def passed(self) -> bool:

@@ -100,7 +100,8 @@ def test_verdict_without_report_or_with_wrong_nonce_fails():
 def test_verdict_json_shape():
     ex = _exercise()
     data = evaluate(ex, Result(status="ok", exit_code=0, report=None, stdout="hi\n"), "n").model_dump(mode="json")
-    assert set(data) == {"exercise", "status", "checks", "stdout", "stderr", "duration_ms", "device"}
+    assert set(data) == {"exercise", "status", "checks", "stdout", "stderr", "duration_ms", "device", "placement",
+                         "placement_totals"}
     assert set(data["checks"][0]) == {"id", "passed", "message", "line", "reached"}
 
 

@@ -95,14 +95,25 @@ class Hooks:
                 frame = tracer.learner_frame(direct=True)
                 if tracer.simulated and _name == "to":  # `model.to(0)`: the C++ parser would ask for a real GPU
                     args, kwargs = tracer.ordinals_named(args, kwargs)
+                before = {tracer.device_of(p) for p in module.parameters()} if frame is not None else set()
                 out = _orig(module, *args, **kwargs)
                 if frame is not None:
                     devices = sorted({tracer.device_of(p) for p in module.parameters()})
+                    tracer.note_module_move(frame, module, before, devices)
                     tracer.record("module_move", line=frame.f_lineno, op=_name, module=type(module).__name__,
                                   names=tracer.names_in(frame, module), devices=devices, step=tracer.steps,
                                   forwards=tracer.forwards, id=id(module))
                 return out
             setattr(torch.nn.Module, name, move)
+
+    def note_module_move(self, frame, module, before: set, after: list) -> None:
+        """Put a module's move on the placement map when its parameters changed device."""
+        if not after or set(after) == before:
+            return
+        params = list(module.parameters())
+        self.lines.note(frame.f_lineno, "to_host" if after[0].startswith("cpu") else "to_device", after[0],
+                        names=self.names_in(frame, module), module=type(module).__name__,
+                        nbytes=sum(p.numel() * p.element_size() for p in params), op="to")
 
     # ---------------------------------------------------------------- module and optimizer hooks
     def _forward_pre_hook(self, module, inputs):

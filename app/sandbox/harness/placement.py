@@ -24,6 +24,7 @@ from torch.overrides import TorchFunctionMode
 from app.sandbox.harness import streams, wording
 from app.sandbox.harness.devices import Devices
 from app.sandbox.harness.hooks import _PLUMBING, Hooks
+from app.sandbox.harness.linemap import LineMap
 from app.sandbox.harness.memory import Memory
 from app.sandbox.harness.simulation import Simulation, tensors_in
 
@@ -42,6 +43,9 @@ _LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l
                    "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_embedding_loss"}
 # tensor properties that answer from, or carry, a device label
 _LABELLED_PROPERTIES = {"device", "is_cuda", "is_mps", "is_cpu", "grad", "data", "T", "mT", "H", "mH", "real", "imag"}
+# reading a device tensor's value on the host: the host waits for the device (the placement map's `sync`)
+_SYNCS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__", "__bool__", "__float__", "__int__",
+          "__index__"}
 # calls the tracer must always see, labelled inputs or not
 _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
 
@@ -64,6 +68,7 @@ class Tracer(Hooks, Simulation):
         self.batches = 0
         self.ops: dict[tuple, int] = {}  # (learner line, op, devices) -> calls
         self.first_placement: dict | None = None  # the first tensor the learner's code put on an accelerator
+        self.lines = LineMap()  # the placement map: what happened on each learner line
         self.mode: PlacementMode | None = None
 
     # ---------------------------------------------------------------- facts
@@ -220,6 +225,7 @@ class Tracer(Hooks, Simulation):
 
     def _observe(self, name, args, kwargs, out, move=None, non_blocking=False) -> None:
         """Record the facts the grader reads: moves, host reads, backward, losses."""
+        self._map(name, args, kwargs, out, move)
         if name in _LOSS_FUNCTIONS:
             frame = self.learner_frame()
             self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
@@ -251,6 +257,25 @@ class Tracer(Hooks, Simulation):
                         unsynced=copied_at is not None and copied_at == streams.CLOCK.count,
                         prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
 
+    def _map(self, name, args, kwargs, out, move) -> None:
+        """Count the call on the placement map when it moved, synced or created a tensor on a device."""
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if name in _MOVES and first is not None and isinstance(out, torch.Tensor):
+            src, dst = move or (self.device_of(first), self.device_of(out))
+            if src != dst:
+                frame = self.learner_frame(direct=True)
+                self.lines.note(frame.f_lineno if frame else None, "to_host" if dst.startswith("cpu") else "to_device",
+                                dst, names=self.names_in(frame, first), shape=first.shape,
+                                nbytes=first.numel() * first.element_size(), op=name)
+        elif name in _SYNCS and first is not None and self.on_accelerator(first):
+            frame = self.learner_frame(direct=True)
+            self.lines.note(frame.f_lineno if frame else None, "sync", self.device_of(first),
+                            names=self.names_in(frame, first), shape=first.shape, op=name)
+        elif "device" in kwargs and name not in _MOVES and isinstance(out, torch.Tensor) and self.on_accelerator(out):
+            frame = self.learner_frame(direct=True)
+            self.lines.note(frame.f_lineno if frame else None, "created_on_device", self.device_of(out),
+                            shape=out.shape, op=name)
+
     def report(self) -> dict:
         """The facts as JSON-ready data."""
         ops = [{"line": line, "op": op, "devices": list(devices), "calls": n}
@@ -258,7 +283,7 @@ class Tracer(Hooks, Simulation):
         return {"events": self.events, "counts": self.counts, "losses": self.losses + list(self.losses_tail),
                 "steps": self.steps,
                 "forwards": self.forwards, "batches": self.batches, "ops": ops,
-                "first_placement": self.first_placement}
+                "first_placement": self.first_placement, "lines": self.lines.report()}
 
 
 _DEVICE_OBJECTS: dict[str, torch.device] = {}

@@ -169,8 +169,11 @@ class Simulation:
 
     def _record_mismatch(self, name, args, kwargs, message) -> None:
         frame = self.learner_frame()
-        self.record("mismatch", line=frame.f_lineno if frame else None, op=name, message=message,
-                    tensors=[self.describe(t, frame) for t in tensors_in((args, kwargs))][:6])
+        tensors = [self.describe(t, frame) for t in tensors_in((args, kwargs))][:6]
+        self.record("mismatch", line=frame.f_lineno if frame else None, op=name, message=message, tensors=tensors)
+        self.lines.note(frame.f_lineno if frame else None, "mismatch",
+                        " and ".join(sorted({t["device"] for t in tensors})),
+                        names=[n for t in tensors for n in t["names"][:1]], op=name)
 
     # ---------------------------------------------------------------- factories and moves
     def _target(self, device) -> str | None:

@@ -1,0 +1,122 @@
+"""The placement map of one run: per line of the learner's code, where tensors went, for the Verdict.
+
+The harness counts the events inside the sandbox (app/sandbox/harness/linemap.py: a copy to a device, a copy
+back to the host, a host<->device sync, two devices meeting, a tensor made on a device); here they become the
+Verdict's `placement` list, each entry marked `in_loop` when its line sits in a loop's body or ran more than once
+(a `.item()` inside a training step's function counts), plus `placement_totals` for the line under the output:
+host->device copies and their bytes, syncs inside loops. The editor's gutter and the no-JavaScript table both
+read these; nothing here decides a check.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Event = Literal["to_device", "to_host", "sync", "mismatch", "created_on_device"]
+# entries in one verdict; the harness keeps 400, a page shows far fewer lines of code
+ENTRIES_SHOWN = 200
+
+
+class PlacementEntry(BaseModel):
+    """What happened on one line: an event, on which device, to which of the learner's names, how often."""
+
+    line: int
+    event: Event
+    device: str
+    names: list[str] = Field(default_factory=list)
+    count: int
+    shape: list[int] | None = None  # the first tensor's shape; None for a module's move
+    bytes: int = 0  # copied, for to_device and to_host
+    ops: list[str] = Field(default_factory=list)  # how: "to", "cuda", "item", "print", ...
+    module: str | None = None  # a module's class, when its parameters moved
+    in_loop: bool = False
+
+
+class PlacementTotals(BaseModel):
+    """The run in a few figures, for the line under the output."""
+
+    to_device: int = 0
+    to_device_bytes: int = 0
+    to_host: int = 0
+    syncs: int = 0
+    syncs_in_loop: int = 0
+    mismatches: int = 0
+
+
+def loop_lines(code: str | None) -> set[int]:
+    """The lines inside the body of a `for` or `while` loop (or a comprehension) of the learner's code."""
+    try:
+        tree = ast.parse(code or "")
+    except (SyntaxError, ValueError):
+        return set()
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            for stmt in node.body:
+                lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def assigned_names(code: str | None) -> dict[int, list[str]]:
+    """The names each line assigns to (`weights = torch.randn(...)`: ["weights"]; `self.mean = ...`: ["self.mean"]).
+
+    A tensor made on a device, or a model moved there, has no name yet when the harness sees it (the assignment
+    comes after the call); its line's assignment names it."""
+    try:
+        tree = ast.parse(code or "")
+    except (SyntaxError, ValueError):
+        return {}
+    names: dict[int, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found = [ast.unparse(t) for target in targets
+                     for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+                     if isinstance(t, (ast.Name, ast.Attribute))]
+            if found:
+                names.setdefault(node.lineno, found[:3])
+    return names
+
+
+def placement_map(report: dict, code: str | None) -> tuple[list[PlacementEntry], PlacementTotals | None]:
+    """Return a harness report's placement entries (by line) and totals; ([], None) when it has none."""
+    raw = (report.get("trace") or {}).get("lines")
+    if not isinstance(raw, list):
+        return [], None
+    in_loop, assigned = loop_lines(code), assigned_names(code)
+    entries = []
+    for item in raw[:ENTRIES_SHOWN]:
+        try:
+            entry = PlacementEntry.model_validate(item)
+        except (ValueError, TypeError):  # the report is the sandbox's word: skip what does not read as an entry
+            continue
+        entry.in_loop = entry.line in in_loop or entry.count > 1
+        if not entry.names and entry.event in ("created_on_device", "to_device"):
+            entry.names = assigned.get(entry.line, [])
+        entries.append(entry)
+    return entries, totals(entries)
+
+
+def totals(entries: list[PlacementEntry]) -> PlacementTotals:
+    """Sum the entries into the figures under the output."""
+    out = PlacementTotals()
+    for e in entries:
+        if e.event == "to_device":
+            out.to_device += e.count
+            out.to_device_bytes += e.bytes
+        elif e.event == "to_host":
+            out.to_host += e.count
+        elif e.event == "sync":
+            out.syncs += e.count
+            out.syncs_in_loop += e.count if e.in_loop else 0
+        elif e.event == "mismatch":
+            out.mismatches += e.count
+    return out
+
+
+__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "loop_lines", "assigned_names", "totals"]
