@@ -15,6 +15,7 @@ loop that streams output to every learner must not wait with it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from app import progress
 from app.content.exercises import Exercise
+from app.content.markdown import highlight_code
 from app.db import Database
 from app.errors import Refusal
 from app.grading.paths import verdict_for_learner
@@ -368,6 +370,11 @@ def failed_attempts(session: Session, *, learner_id: str, exercise_slug: str) ->
         Submission.status.in_(FAILED_STATUSES)))
 
 
+def learner_key(learner_id: str) -> str:
+    """The name of a learner's drafts and hint progress in browser storage: a digest, not the id itself."""
+    return hashlib.sha256(f"course-drafts:{learner_id}".encode()).hexdigest()[:16]
+
+
 def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, limit: int = 20) -> dict:
     """Return what the panel shows a learner: attempts (newest first), last code, and the solution when earned.
 
@@ -390,6 +397,7 @@ def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, lim
         "solution_unlocked": unlocked,
         "solution_reason": reason,
         "solution": exercise.solution if unlocked else None,
+        "solution_html": highlight_code(exercise.solution, "python") if unlocked else None,
         "failures_to_unlock": max(0, SOLUTION_AFTER_FAILURES - failures) if not unlocked else 0,
     }
 
@@ -404,5 +412,5 @@ def panel_state(session: Session, *, learner_id: str, exercise: Exercise) -> dic
 
 
 __all__ = ["LiveHub", "LiveRun", "Refused", "check_code", "verdict_json", "attempt_summary", "exercise_state",
-           "panel_state", "failed_attempts", "stored_events", "error_verdict", "fail_interrupted",
+           "panel_state", "failed_attempts", "stored_events", "error_verdict", "fail_interrupted", "learner_key",
            "SOLUTION_AFTER_FAILURES"]

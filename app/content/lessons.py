@@ -40,6 +40,14 @@ class Lesson:
         """Return the exercise slugs placed by `{exercise}` directives, in page order."""
         return [arg for name, arg, _ in self.facts.directives if name == "exercise"]
 
+    def outline(self) -> list[tuple[int, str, str]]:
+        """Return "On this page": (level, anchor, heading text or exercise slug) in page order; an exercise placed
+        by a directive sits one level under the section it is in (level 3, anchor `exercise-<slug>`)."""
+        entries = [(h.line, h.level, h.id, h.text) for h in self.toc]
+        entries += [(line, 3, f"exercise-{arg}", arg) for name, arg, line in self.facts.directives
+                    if name == "exercise"]
+        return [(level, anchor, text) for _line, level, anchor, text in sorted(entries, key=lambda e: e[0])]
+
     def unplaced_exercises(self) -> list[str]:
         """Return front-matter exercises that no directive places; the page lists them at the end."""
         placed = set(self.placed_exercises())

@@ -229,6 +229,12 @@ def split_parts(rendered: str) -> list[tuple[str, str]]:
 
 
 @lru_cache(maxsize=256)
+def render_inline_markdown(source: str) -> str:
+    """Render one line of Markdown (code spans, emphasis, links) to HTML without a paragraph around it."""
+    return markdown().renderInline(source)
+
+
+@lru_cache(maxsize=256)
 def render_markdown(source: str) -> str:
     """Render a short Markdown text (an exercise prompt) to HTML; directives are dropped."""
     return EXERCISE_MARKER.sub("", render_tokens(markdown().parse(source, {})))

@@ -33,6 +33,7 @@ class PlacementEntry(BaseModel):
     ops: list[str] = Field(default_factory=list)  # how: "to", "cuda", "item", "print", ...
     module: str | None = None  # a module's class, when its parameters moved
     in_loop: bool = False
+    summary: str = ""  # the entry in words: `line 18: xb [32, 1] -> cuda:0, 20 times` (the gutter's hover text)
 
 
 class PlacementTotals(BaseModel):
@@ -44,6 +45,7 @@ class PlacementTotals(BaseModel):
     syncs: int = 0
     syncs_in_loop: int = 0
     mismatches: int = 0
+    summary: str = ""  # the figures in words, for the line under the output
 
 
 def loop_lines(code: str | None) -> set[int]:
@@ -98,8 +100,31 @@ def placement_map(report: dict, code: str | None) -> tuple[list[PlacementEntry],
         entry.in_loop = entry.line in in_loop or entry.count > 1
         if not entry.names and entry.event in ("created_on_device", "to_device"):
             entry.names = assigned.get(entry.line, [])
+        entry.summary = summary(entry)
         entries.append(entry)
     return entries, totals(entries)
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def summary(e: PlacementEntry) -> str:
+    """Say what happened on the line in one short sentence, e.g. `line 18: xb [32, 1] -> cuda:0, 20 times`."""
+    what = ", ".join(e.names) or (f"a {e.module}" if e.module else "a tensor")
+    if e.module:
+        what += f" ({e.module}'s parameters)" if e.names else "'s parameters"
+    shape = f" {e.shape}" if e.shape is not None else ""
+    if e.event in ("to_device", "to_host"):
+        return f"line {e.line}: {what}{shape} -> {e.device}, {_times(e.count)}"
+    if e.event == "created_on_device":
+        return f"line {e.line}: {what}{shape} made on {e.device}, {_times(e.count)}"
+    if e.event == "sync":
+        how = " and ".join(f"`{op}`" if op == "print" else f"`.{op}()`" for op in e.ops) or "a read"
+        loop = " inside a loop" if e.in_loop else ""
+        return (f"line {e.line}: {what}{shape} read on the host with {how}, {_times(e.count)}{loop}: the host "
+                f"waits for {e.device} {'there' if e.count == 1 else 'each time'}")
+    return f"line {e.line}: {what}: tensors on {e.device} met in one operation, {_times(e.count)}"
 
 
 def totals(entries: list[PlacementEntry]) -> PlacementTotals:
@@ -116,7 +141,28 @@ def totals(entries: list[PlacementEntry]) -> PlacementTotals:
             out.syncs_in_loop += e.count if e.in_loop else 0
         elif e.event == "mismatch":
             out.mismatches += e.count
+    out.summary = totals_summary(out)
     return out
 
 
-__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "loop_lines", "assigned_names", "totals"]
+def _bytes(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
+
+
+def totals_summary(t: PlacementTotals) -> str:
+    """'41 copies to the device (5.3 KiB) · 0 back to the host · 5 syncs, 5 of them inside a loop'."""
+    parts = [f"{t.to_device} cop{'y' if t.to_device == 1 else 'ies'} to the device ({_bytes(t.to_device_bytes)})",
+             f"{t.to_host} back to the host",
+             f"{t.syncs} sync{'' if t.syncs == 1 else 's'}" + (f", {t.syncs_in_loop} of them inside a loop"
+                                                              if t.syncs_in_loop else "")]
+    if t.mismatches:
+        parts.append(f"devices met {t.mismatches} time{'' if t.mismatches == 1 else 's'}")
+    return " · ".join(parts)
+
+
+# each event in a few words, for the table's Event column and the gutter's legend
+EVENT_WORDS = {"to_device": "to the device", "to_host": "back to the host", "sync": "host waits (sync)",
+               "mismatch": "devices met", "created_on_device": "made on the device"}
+
+__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "loop_lines", "assigned_names", "totals",
+           "EVENT_WORDS"]

@@ -178,7 +178,15 @@ def form_errors(exc: Exception) -> list[str]:
     if isinstance(exc, Refusal):
         return [exc.message]
     errors = exc.errors()  # type: ignore[attr-defined]
-    return [f"{'.'.join(map(str, e['loc'])) or 'form'}: {e['msg']}" for e in errors]
+    return [_field_error(e) for e in errors]
+
+
+def _field_error(error: dict) -> str:
+    """'Email: this does not look like an email address.' for pydantic's 'email: Value error, this does not ...'."""
+    field = str(error["loc"][-1]) if error.get("loc") else "form"
+    message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    label = field.replace("_", " ").capitalize()
+    return f"{label}: {message}{'' if message.endswith(('.', '!', '?')) else '.'}"
 
 
 @router.get("/login", include_in_schema=False)

@@ -25,7 +25,15 @@ from app import progress
 from app.content.exercises import Exercise
 from app.models import Submission
 from app.runner.base import Busy, Unavailable
-from app.submissions import LiveHub, Refused, check_code, exercise_state, fail_interrupted, verdict_json
+from app.submissions import (
+    LiveHub,
+    Refused,
+    check_code,
+    exercise_state,
+    fail_interrupted,
+    learner_key,
+    verdict_json,
+)
 from app.submissions_celery import CeleryHub
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
 
@@ -160,9 +168,14 @@ async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) ->
 
 
 @router.get("/api/exercises/{slug}/submissions", responses=NO_EXERCISE)
-def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep) -> dict:
-    """Return this learner's attempts (newest first), their last code, and the solution once it is earned."""
-    return exercise_state(session, learner_id=learner, exercise=exercise)
+def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep, user: OptionalUser) -> dict:
+    """Return this learner's attempts (newest first), their last code, and the solution once it is earned.
+
+    `learner_key` names this learner's drafts and hint progress in the browser's storage (not the learner id
+    itself); `signed_in` says whether an account is signed in.
+    """
+    return {**exercise_state(session, learner_id=learner, exercise=exercise), "learner_key": learner_key(learner),
+            "signed_in": user is not None}
 
 
 @router.get("/api/submissions/{submission_id}", responses=NOT_YOURS)

@@ -8,13 +8,19 @@ A signed-in session holds the account's id (`uid`) and its session version (`sv`
 the account's version has moved on (a password change, "log out everywhere", a reset) or the account is gone, the
 session is signed out on its next request, whatever the cookie's age: the cookie is signed, not revocable, and
 this check is what revokes it.
+
+A response that signs a browser out (log-out, a deleted account, a session ended elsewhere) carries
+`Clear-Site-Data: "storage"`: what the page scripts kept in this browser for the learner who was signed in
+(unsent drafts, hint progress) must not be shown to whoever uses the browser next. The scripts key that storage by
+learner as well (static/js/exercise-store.js), for browsers that ignore the header (it needs a secure context).
 """
 
 from __future__ import annotations
 
 import anyio.to_thread
 from fastapi import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import security
 from app.db import Database
@@ -23,6 +29,8 @@ from app.models import User
 SESSION_COOKIE = "course_session"
 # seconds a session cookie lives; a course is followed over weeks
 SESSION_MAX_AGE = 30 * 24 * 3600
+# what a browser forgets of this site when it is signed out (localStorage, sessionStorage, IndexedDB; not cookies)
+CLEAR_STORAGE = ("Clear-Site-Data", '"storage"')
 
 
 def _load_user(db: Database, user_id: int) -> User | None:
@@ -56,6 +64,7 @@ class IdentityMiddleware:
                 # the account is gone or this session was ended elsewhere: browse on as a new anonymous learner
                 _forget(session)
                 user = None
+                scope.setdefault("state", {})["signed_out"] = True
             else:
                 session["learner_id"] = user.learner_id
         state = scope.setdefault("state", {})
@@ -63,7 +72,13 @@ class IdentityMiddleware:
         state["new_visitor"] = new_visitor and user is None
         state["learner_id"] = session["learner_id"]
         state["csrf_token"] = session["csrf"]
-        await self.app(scope, receive, send)
+
+        async def send_clearing_storage(message: Message) -> None:
+            if message["type"] == "http.response.start" and state.get("signed_out"):
+                MutableHeaders(scope=message)[CLEAR_STORAGE[0]] = CLEAR_STORAGE[1]
+            await send(message)
+
+        await self.app(scope, receive, send_clearing_storage)
 
 
 def _forget(session: dict) -> None:
@@ -92,6 +107,7 @@ def keep_signed_in(request: Request, user: User) -> None:
 def sign_out(request: Request) -> None:
     """Forget the user: a new anonymous learner id and a new CSRF token."""
     _forget(request.session)
+    request.state.signed_out = True  # the response tells the browser to forget this learner's local storage
     request.state.user = None
     request.state.learner_id = request.session["learner_id"]
     request.state.csrf_token = request.session["csrf"]

@@ -17,7 +17,9 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from app.config import Settings
-from app.content.markdown import highlight_code, render_markdown
+from app.content.markdown import highlight_code, render_inline_markdown, render_markdown
+from app.grading.placement import EVENT_WORDS
+from app.web.output_view import output_items
 
 
 def current_user(request: Request):
@@ -71,6 +73,12 @@ def markdown_filter(text: str) -> Markup:
 
 
 @lru_cache(maxsize=512)
+def markdown_inline_filter(text: str) -> Markup:
+    """Render one line of Markdown (a check's description, a link's note) without a paragraph around it."""
+    return Markup(render_inline_markdown(text or ""))
+
+
+@lru_cache(maxsize=512)
 def highlight_filter(code: str, lang: str = "python") -> Markup:
     """Highlight code on the server with Pygments."""
     return Markup(highlight_code(code or "", lang))
@@ -101,8 +109,10 @@ def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Ji
     env = Environment(loader=FileSystemLoader(str(settings.templates_dir)), autoescape=select_autoescape(default=True),
                       auto_reload=reload)  # fmt: skip
     env.globals.update(current_user=current_user, csrf_token=csrf_token, csp_nonce=csp_nonce,
-                       asset=AssetUrls(settings.static_dir, frozen=not reload))  # fmt: skip
-    env.filters.update(markdown=markdown_filter, highlight=highlight_filter, duration=duration_filter)
+                       asset=AssetUrls(settings.static_dir, frozen=not reload), output_items=output_items,
+                       placement_events=EVENT_WORDS)  # fmt: skip
+    env.filters.update(markdown=markdown_filter, markdown_inline=markdown_inline_filter, highlight=highlight_filter,
+                       duration=duration_filter)
     return Jinja2Templates(env=env)
 
 

@@ -1,51 +1,26 @@
-// The live exercise panel: editor, Run, streamed output, the verdict with line links, hints, attempts, solution.
-// Progressive enhancement: the page works without this file (prompt, hints and a plain textarea are in the HTML).
-// Server contract (app/web/exercises.py):
-//   POST /api/exercises/{slug}/submissions {"code"} -> 202 {"id"} | 413 | 400 | 404 | 429 | 503 (Retry-After)
-//   GET  /api/submissions/{id}/events -> SSE: `output` {"stream","line"} ..., then one `verdict` (Verdict JSON);
-//        on the worker tier a `restart` {"attempt","message"} when the run started over on another worker
+// The live exercise panel: editor, Run, streamed output, the verdict with line links, the placement map, hints,
+// attempts, solution. Progressive enhancement: the page works without these scripts (prompt, hints, a plain
+// textarea and the last verdict are in the HTML). This file wires one panel; its parts are in
+// exercise-store.js (drafts and hints kept per learner), exercise-output.js (the output box),
+// exercise-verdict.js (the checks) and exercise-placement.js (the gutter and the table).
+// Server contract (app/web/exercises.py, docs/api.md):
+//   POST /api/exercises/{slug}/submissions {"code"} -> 202 {"id", "url", "events"} | 413 | 400 | 404 | 429 | 503
+//   GET  /api/submissions/{id}/events -> SSE: `output` {"lines": [{"stream","line"}], "skipped"?, "capped"?} ...,
+//        then one `verdict` (Verdict JSON); on the worker tier a `restart` {"attempt","message"}
 //   GET  /api/submissions/{id} -> Verdict JSON (status "queued"/"running" while not done)
-//   GET  /api/exercises/{slug}/submissions -> {"attempts", "latest_code", "solution_unlocked", "solution"}
+//   GET  /api/exercises/{slug}/submissions -> {"attempts", "latest_code", "solution_unlocked", "solution_html",
+//        "learner_key", "signed_in", ...}
 (function () {
   "use strict";
-  // Each panel includes this script; run it once per page.
-  if (window.CourseExercise) return;
-
-  // lines of output kept in the page per run
-  const MAX_OUTPUT_LINES = 2000;
-
-  const STATUS_TEXT = {
-    passed: "Passed: every check holds.",
-    failed: "Not yet: some checks fail.",
-    error: "The grader broke (not your fault). Please run again.",
-    timeout: "Your program ran out of time.",
-    rejected: "The code was refused before it ran.",
-    queued: "Waiting for a free sandbox…",
-    running: "Running…",
-  };
+  const ns = (window.CourseExercise = window.CourseExercise || {});
+  if (ns.panels) return;  // each page runs this once
+  const { Store, OutputBox, Verdict, Placement } = ns;
+  const { el, STATUS_TEXT } = Verdict;
 
   // This response's CSP nonce (base.html): the editor's one <style> element must carry it to be applied.
   function cspNonce() {
     const meta = document.querySelector('meta[name="csp-nonce"]');
     return meta ? meta.nonce : "";
-  }
-
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") node.className = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v);
-    }
-    for (const child of children) if (child != null) node.append(child);
-    return node;
-  }
-
-  /** Text with `backtick` spans (the grader's messages quote code that way) as text and <code> nodes. */
-  function codeSpans(text) {
-    const span = el("span", { class: "message" });
-    String(text).split("`").forEach((part, i) => span.append(i % 2 ? el("code", {}, part) : part));
-    return span;
   }
 
   function csrfToken(panel) {
@@ -55,7 +30,9 @@
 
   /** A plain-textarea stand-in with the editor's API, for when the bundle did not load. */
   function textareaEditor(textarea) {
+    textarea.setAttribute("aria-describedby", textarea.id.replace(/-code$/, "-keys"));
     return {
+      dom: textarea,
       getValue: () => textarea.value,
       setValue: (text) => { textarea.value = text; },
       gotoLine(n) {
@@ -82,12 +59,15 @@
       const textarea = root.querySelector("textarea.exercise-code");
       const starter = root.querySelector("script.exercise-starter");
       this.starter = starter ? JSON.parse(starter.textContent) : textarea.defaultValue;
-      this.draftKey = `course:draft:${this.slug}`;
+      this.keys = root.querySelector(".exercise-keys");
+      this.store = null;  // this learner's drafts and hints, once the server said who the learner is
+      this.pendingDraft = null;
       this.editor = window.CourseEditor
-        ? window.CourseEditor.create(textarea, { onChange: (code) => this.saveDraft(code), nonce: cspNonce() })
+        ? window.CourseEditor.create(textarea, { onChange: (code) => this.saveDraft(code), nonce: cspNonce(),
+                                                 describedBy: this.keys ? this.keys.id : undefined })
         : textareaEditor(textarea);
       if (!window.CourseEditor) textarea.addEventListener("input", () => this.saveDraft(textarea.value));
-      this.output = root.querySelector(".exercise-output");
+      this.output = new OutputBox(root.querySelector(".exercise-output"));
       this.status = root.querySelector(".exercise-status");
       this.checks = root.querySelector(".exercise-checks");
       this.attempts = root.querySelector(".exercise-attempts");
@@ -95,11 +75,24 @@
       this.runButton = root.querySelector(".exercise-run");
       this.running = false;
       this.retryTimer = null;
-      this.source = null;
-      this.root.querySelectorAll(".exercise-checks .line-link").forEach((a) => this.wireLineLink(a));
+      this.root.querySelectorAll(".line-link").forEach((a) => this.wireLineLink(a));
+      this.wireKeyboardNote();
       this.wireButtons();
-      this.wireHints();
+      this.showStoredPlacement();
       this.loadHistory(true);
+    }
+
+    /** While the editor has focus, say how to leave it: Tab indents there (read out through aria-describedby).
+     *  The note keeps its room when hidden: were the Run button below it to move up as the editor loses focus
+     *  on the press, the release would land beside the button and the click would be lost. */
+    wireKeyboardNote() {
+      const box = (this.editor.view && this.editor.view.dom) || this.editor.dom;
+      if (!this.keys || !box) return;
+      this.keys.hidden = false;
+      box.addEventListener("focusin", () => this.keys.classList.add("is-shown"));
+      box.addEventListener("focusout", (e) => {
+        if (!box.contains(e.relatedTarget)) this.keys.classList.remove("is-shown");
+      });
     }
 
     wireButtons() {
@@ -122,8 +115,8 @@
     wireHints() {
       const items = Array.from(this.root.querySelectorAll(".exercise-hints > li"));
       const button = this.root.querySelector(".exercise-hint-next");
-      if (!items.length || !button) return;
-      const shownKey = `course:hints:${this.slug}`;
+      if (!items.length || !button || button.dataset.wired) return;
+      button.dataset.wired = "true";
       let shown = 0;
       const show = (n) => {
         items.forEach((li, i) => {
@@ -135,12 +128,20 @@
         button.hidden = n >= items.length;
         button.textContent = `Show hint ${n + 1} of ${items.length}`;
       };
-      show(Math.min(items.length, Number(localStorage.getItem(shownKey) || 0)));
+      show(Math.min(items.length, Number((this.store && this.store.get("hints")) || 0)));
       button.addEventListener("click", () => {
         show(shown + 1);
-        localStorage.setItem(shownKey, String(shown));
+        if (this.store) this.store.set("hints", shown);
         items[shown - 1].querySelector("summary, p, div")?.focus?.();
       });
+    }
+
+    /** A link that puts the editor's cursor on line n. */
+    lineLink(n, text) {
+      const link = el("a", { class: "line-link", href: `#exercise-${this.slug}-code`, "data-line": String(n) },
+        text || `line ${n}`);
+      this.wireLineLink(link);
+      return link;
     }
 
     wireLineLink(link) {
@@ -151,13 +152,8 @@
     }
 
     saveDraft(code) {
-      try {
-        localStorage.setItem(this.draftKey, JSON.stringify({ code, at: Date.now() }));
-      } catch (e) { /* storage full or disabled: the server still keeps submitted code */ }
-    }
-
-    readDraft() {
-      try { return JSON.parse(localStorage.getItem(this.draftKey) || "null"); } catch (e) { return null; }
+      if (this.store) this.store.set("draft", { code, at: Date.now() });
+      else this.pendingDraft = code;  // the learner is not known yet: kept until the history says who it is
     }
 
     async loadHistory(restore) {
@@ -167,14 +163,23 @@
         if (!resp.ok) return;
         data = await resp.json();
       } catch (e) { return; }
-      if (restore) this.restoreCode(data);
+      if (data.learner_key && !this.store) {
+        Store.adopt(data.learner_key, data.signed_in);
+        this.store = Store.forLearner(data.learner_key, this.slug);
+        if (this.pendingDraft != null) this.saveDraft(this.pendingDraft);
+      }
+      if (restore) {
+        this.restoreCode(data);
+        this.wireHints();
+      }
       this.renderAttempts(data.attempts || []);
       this.renderSolution(data);
     }
 
-    /** Put back the newest of: this browser's unsent draft, the last code the server graded. */
+    /** Put back the newest of: this learner's unsent draft, the last code the server graded. */
     restoreCode(data) {
-      const draft = this.readDraft();
+      if (this.pendingDraft != null) return;  // typed while the history loaded: that is the newest
+      const draft = this.store && this.store.get("draft");
       const latest = data.attempts && data.attempts[0];
       const serverAt = latest ? Date.parse(latest.created_at) : 0;
       let code = null;
@@ -188,14 +193,13 @@
       const summary = this.root.querySelector(".exercise-attempts-count");
       if (summary) summary.textContent = attempts.length ? `Attempts (${attempts.length})` : "Attempts (none yet)";
       for (const a of attempts) {
-        const when = new Date(a.created_at);
         const mark = a.status === "passed" ? "✓" : (a.status === "queued" || a.status === "running") ? "…" : "✗";
-        const load = el("button", { type: "button", class: "link-button",
-          title: "Load this attempt's code into the editor",
-          onclick: () => this.loadAttempt(a.id) }, "load code");
+        const load = el("button", { type: "button", class: "link-button", title: "Load this attempt's code" },
+          "load code");
+        load.addEventListener("click", () => this.loadAttempt(a.id));
         this.attempts.append(el("li", { class: `attempt attempt-${a.status}` },
           el("span", { class: "mark", "aria-hidden": "true" }, mark), " ",
-          el("time", { datetime: a.created_at }, when.toLocaleString()), ` — ${a.status}`,
+          el("time", { datetime: a.created_at }, new Date(a.created_at).toLocaleString()), ` — ${a.status}`,
           a.checks_total ? ` (${a.checks_passed}/${a.checks_total} checks)` : "", " ", load));
       }
     }
@@ -216,10 +220,18 @@
         return;
       }
       this.solution.hidden = false;
-      this.solution.querySelector("code").textContent = data.solution;
+      const code = this.solution.querySelector(".exercise-solution-code");
+      // the course's own solution, highlighted by the server's Pygments (app/content/markdown.py)
+      if (code && data.solution_html && !code.childElementCount) code.innerHTML = data.solution_html;
       const why = this.solution.querySelector(".exercise-solution-why");
       if (why) why.textContent = data.solution_reason || "";
       if (lock) lock.hidden = true;
+    }
+
+    /** The last run's placement map, which the server put in the page, in the editor's gutter. */
+    showStoredPlacement() {
+      const stored = this.root.querySelector("script.exercise-last-placement");
+      if (stored) Placement.show(this, JSON.parse(stored.textContent));
     }
 
     setStatus(text, kind) {
@@ -227,27 +239,14 @@
       this.status.dataset.kind = kind || "";
     }
 
-    appendOutput(line, stream) {
-      // a page with a hundred thousand spans stops responding; the rest is counted, not shown
-      if (this.output.childElementCount >= MAX_OUTPUT_LINES) {
-        this.hiddenLines = (this.hiddenLines || 0) + 1;
-        const note = this.output.querySelector(".truncated") ||
-          this.output.appendChild(el("span", { class: "line truncated" }));
-        note.textContent = `… ${this.hiddenLines} more line${this.hiddenLines === 1 ? "" : "s"} not shown\n`;
-        return;
-      }
-      this.output.append(el("span", { class: `line ${stream}` }, line + "\n"));
-      this.output.scrollTop = this.output.scrollHeight;
-    }
-
     async run() {
       if (this.running) return;
       clearTimeout(this.retryTimer);
       this.running = true;
       this.runButton.disabled = true;
-      this.output.replaceChildren();
-      this.hiddenLines = 0;
+      this.output.start();
       this.checks.replaceChildren();
+      Placement.clear(this);
       this.setStatus(STATUS_TEXT.queued, "pending");
       const code = this.editor.getValue();
       this.saveDraft(code);
@@ -265,11 +264,8 @@
       if (resp.status === 202) return this.follow((await resp.json()).id);
       const body = await resp.json().catch(() => ({}));
       const detail = typeof body.detail === "string" ? body.detail : `The server answered ${resp.status}.`;
-      if (resp.status === 429 || resp.status === 503) {
-        const wait = Math.max(1, parseInt(resp.headers.get("Retry-After") || "2", 10));
-        if (body.reason === "busy") return this.retryLater(wait);
-        if (body.reason === "unavailable") return this.finish(detail, "error");
-        return this.finish(detail, "error");
+      if (resp.status === 429 && body.reason === "busy") {
+        return this.retryLater(Math.max(1, parseInt(resp.headers.get("Retry-After") || "2", 10)));
       }
       this.finish(detail, "error");
     }
@@ -290,16 +286,11 @@
     follow(id) {
       this.setStatus(STATUS_TEXT.running, "pending");
       const source = new EventSource(`${this.api}/submissions/${id}/events`);
-      this.source = source;
       let done = false;
-      source.addEventListener("output", (e) => {
-        const data = JSON.parse(e.data);
-        this.appendOutput(data.line, data.stream);
-      });
+      source.addEventListener("output", (e) => this.output.addBatch(JSON.parse(e.data)));
       // the worker tier started the run over on another machine: its output starts over too
       source.addEventListener("restart", (e) => {
-        this.output.replaceChildren();
-        this.hiddenLines = 0;
+        this.output.start();
         this.setStatus(JSON.parse(e.data).message, "pending");
       });
       source.addEventListener("verdict", (e) => {
@@ -320,10 +311,7 @@
           const resp = await fetch(`${this.api}/submissions/${id}`, { credentials: "same-origin" });
           const data = await resp.json();
           if (resp.ok && data.status !== "queued" && data.status !== "running") {
-            if (!this.output.childNodes.length) {
-              for (const l of (data.stdout || "").split("\n").filter(Boolean)) this.appendOutput(l, "stdout");
-              for (const l of (data.stderr || "").split("\n").filter(Boolean)) this.appendOutput(l, "stderr");
-            }
+            if (this.output.empty) this.output.addStored(data.stdout, data.stderr);
             return this.showVerdict(data);
           }
         } catch (e) { /* keep trying */ }
@@ -333,26 +321,15 @@
     }
 
     showVerdict(verdict) {
-      this.checks.replaceChildren();
-      for (const check of verdict.checks || []) {
-        const item = el("li", { class: check.passed ? "check passed" : "check failed", "data-check": check.id },
-          el("span", { class: "mark", "aria-label": check.passed ? "passed" : "failed" }, check.passed ? "✓" : "✗"),
-          " ", codeSpans(check.message));
-        if (check.line) {
-          const link = el("a", { class: "line-link", href: `#exercise-${this.slug}-code`,
-            "data-line": String(check.line) }, `line ${check.line}`);
-          this.wireLineLink(link);
-          item.append(" ", link);
-        }
-        this.checks.append(item);
-      }
-      const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms on ${verdict.device || "cpu"})` : "";
-      this.finish((STATUS_TEXT[verdict.status] || verdict.status) + ms, verdict.status);
+      this.output.finish();
+      Verdict.renderChecks(this.checks, verdict, this.root, (n) => this.lineLink(n));
+      Placement.show(this, verdict);
+      this.finish(Verdict.statusText(verdict), verdict.status);
       if (verdict.status === "passed") this.markPassed();
       this.loadHistory(false);
     }
 
-    /** Show the pass in the panel's title and tell the rest of the page (progress widgets) about it. */
+    /** Show the pass in the panel's title and tell the rest of the page (the progress line) about it. */
     markPassed() {
       const title = this.root.querySelector("h2");
       if (title && !title.querySelector(".exercise-passed-badge")) {
@@ -369,13 +346,13 @@
     }
   }
 
-  window.CourseExercise = { panels: [] };
+  ns.panels = [];
 
   function start() {
     document.querySelectorAll(".exercise-panel[data-exercise]").forEach((root) => {
       if (!root.courseExercise) {
         root.courseExercise = new Panel(root);
-        window.CourseExercise.panels.push(root.courseExercise);
+        ns.panels.push(root.courseExercise);
       }
     });
   }

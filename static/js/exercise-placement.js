@@ -1,0 +1,70 @@
+// The placement map after a run: the editor's gutter marks, per line of the learner's code, what happened to
+// tensors there (a copy to the device, back to the host, a sync, two devices meeting in red, a tensor made on
+// the device); hovering a mark shows its words. Under the output: the totals and the same entries as a table,
+// which the server also renders for the page without JavaScript (templates/exercises/_placement.html).
+// Data: the Verdict JSON's `placement` and `placement_totals` (app/grading/placement.py).
+(function () {
+  "use strict";
+  const ns = (window.CourseExercise = window.CourseExercise || {});
+  if (ns.Placement) return;
+
+  // the mark a line gets when several things happened there: the one a learner most needs to see
+  const PRIORITY = ["mismatch", "to_device", "to_host", "sync", "created_on_device"];
+  const EVENT_WORDS = { to_device: "to the device", to_host: "back to the host", sync: "host waits (sync)",
+                        mismatch: "devices met", created_on_device: "made on the device" };
+
+  /** One mark per line: [{line, kind, text}], the text every entry's summary on that line. */
+  function marks(entries) {
+    const byLine = new Map();
+    for (const entry of entries) {
+      const mark = byLine.get(entry.line) || { line: entry.line, kind: entry.event, texts: [] };
+      if (PRIORITY.indexOf(entry.event) < PRIORITY.indexOf(mark.kind)) mark.kind = entry.event;
+      mark.texts.push(entry.summary);
+      byLine.set(entry.line, mark);
+    }
+    return Array.from(byLine.values(), (m) => ({ line: m.line, kind: m.kind, text: m.texts.join("\n") }));
+  }
+
+  function cell(...children) {
+    const td = document.createElement("td");
+    td.append(...children);
+    return td;
+  }
+
+  /** Refill the section under the output from a verdict; `lineLink(n, text)` makes a link to line n. */
+  function renderTable(section, verdict, lineLink) {
+    const entries = verdict.placement || [];
+    section.hidden = !entries.length;
+    section.querySelector(".placement-totals").textContent =
+      (verdict.placement_totals && verdict.placement_totals.summary) || "";
+    const body = section.querySelector("tbody");
+    body.replaceChildren();
+    for (const e of entries) {
+      const row = document.createElement("tr");
+      row.className = `placement-${e.event}`;
+      const mark = document.createElement("span");
+      mark.className = "placement-mark";
+      mark.setAttribute("aria-hidden", "true");
+      const summary = e.summary || "";
+      row.append(cell(lineLink(e.line, String(e.line))), cell(mark, ` ${EVENT_WORDS[e.event] || e.event}`),
+                 cell(summary.slice(summary.indexOf(": ") + 2)));
+      body.append(row);
+    }
+  }
+
+  /** Show a verdict's placement map in the gutter and under the output. */
+  function show(panel, verdict) {
+    if (panel.editor.setPlacement) panel.editor.setPlacement(marks(verdict.placement || []));
+    const section = panel.root.querySelector(".exercise-placement");
+    if (section) renderTable(section, verdict, (n, text) => panel.lineLink(n, text));
+  }
+
+  /** Take the marks away (a new run started). */
+  function clear(panel) {
+    if (panel.editor.setPlacement) panel.editor.setPlacement([]);
+    const section = panel.root.querySelector(".exercise-placement");
+    if (section) section.hidden = true;
+  }
+
+  ns.Placement = { show, clear, marks };
+})();

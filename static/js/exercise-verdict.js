@@ -1,0 +1,69 @@
+// The verdict of a run as the panel shows it, check by check: a passed check says what it checks (its
+// description, from the panel's "What the grader checks" list), a failed one its message and a link to the line
+// that needs the change, a check the program never reached says so without a cross. The server renders a stored
+// verdict the same way (templates/exercises/_check.html).
+(function () {
+  "use strict";
+  const ns = (window.CourseExercise = window.CourseExercise || {});
+  if (ns.Verdict) return;
+
+  const STATUS_TEXT = {
+    passed: "Passed: every check holds.",
+    failed: "Not yet: some checks fail.",
+    error: "The grader broke (not your fault). Please run again.",
+    timeout: "Your program ran out of time.",
+    rejected: "The code was refused before it ran.",
+    queued: "Waiting for a free sandbox…",
+    running: "Running…",
+  };
+  const MARKS = { passed: ["✓", "passed"], failed: ["✗", "failed"], unreached: ["–", "not reached"] };
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    for (const child of children) if (child != null) node.append(child);
+    return node;
+  }
+
+  /** Text with `backtick` spans (the grader quotes code that way) as text and <code> nodes. */
+  function codeSpans(text) {
+    const message = el("span", { class: "message" });
+    String(text).split("`").forEach((part, i) => message.append(i % 2 ? el("code", {}, part) : part));
+    return message;
+  }
+
+  function kindOf(check) {
+    if (check.passed) return "passed";
+    return check.reached === false ? "unreached" : "failed";
+  }
+
+  /** Render the checks into the list; `lineLink(n)` makes the link that puts the editor's cursor on line n. */
+  function renderChecks(list, verdict, root, lineLink) {
+    list.replaceChildren();
+    for (const check of verdict.checks || []) {
+      const kind = kindOf(check);
+      const [symbol, label] = MARKS[kind];
+      let message;
+      const description = kind === "passed" &&
+        root.querySelector(`.exercise-spec li[data-check="${CSS.escape(check.id)}"] .check-description`);
+      if (description) {
+        message = el("span", { class: "message" });
+        message.append(...Array.from(description.childNodes, (n) => n.cloneNode(true)));
+      } else {
+        message = codeSpans(check.message || "");
+      }
+      const item = el("li", { class: `check ${kind}`, "data-check": check.id },
+        el("span", { class: "mark", role: "img", "aria-label": label }, symbol), " ", message);
+      if (check.line && !check.passed) item.append(" ", lineLink(check.line));
+      list.append(item);
+    }
+  }
+
+  /** The status line: what happened, how long it took and on which device. */
+  function statusText(verdict) {
+    const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms on ${verdict.device || "cpu"})` : "";
+    return (STATUS_TEXT[verdict.status] || verdict.status) + ms;
+  }
+
+  ns.Verdict = { renderChecks, statusText, STATUS_TEXT, el };
+})();
