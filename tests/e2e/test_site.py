@@ -6,19 +6,11 @@ Screenshots are written to tests/artifacts/ (gitignored) for a person to look at
 from __future__ import annotations
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 
-from tests.helpers import ARTIFACTS
+from tests.helpers import ARTIFACTS, serious_violations
 
 pytestmark = pytest.mark.browser
 FIRST_LESSON = "The CPU/GPU border"
-
-
-def serious_violations(page) -> list[str]:
-    """Run axe on the page; return a readable line per serious or critical violation."""
-    results = Axe().run(page)
-    return [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-            for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
 
 
 def shot(page, name: str) -> None:
