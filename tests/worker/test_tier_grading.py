@@ -109,3 +109,28 @@ def test_course_run_of_two_ranks_runs_them_on_a_worker(running_tier, tmp_path):
     ran = course(running_tier, "run", "--nproc", "2", str(program))
     assert ran.returncode == 0, ran.stderr
     assert sorted(ran.stdout.splitlines()) == ["[default0]:0 2 2", "[default1]:1 2 2"]
+
+
+def test_a_flood_on_the_tier_travels_in_batches_and_resumes_exactly(running_tier):
+    """On the worker tier too, a flood is a handful of batched entries (one per batch on the job's Redis Stream),
+    every line either sent or counted; a page reconnecting with an entry's id gets exactly the entries after it."""
+    flood = "i = 0\nwhile True:\n    print('spam', i)\n    i += 1\n"
+
+    async def scenario():
+        async with Learner(running_tier.web[0]) as learner:
+            outcome = await learner.submit("same-device", flood)
+            url = f"/api/submissions/{outcome.submission_id}/events"
+            whole = (await learner.request("GET", url)).text
+            ids = [line.split(": ", 1)[1] for line in whole.splitlines() if line.startswith("id: ")]
+            rest = (await learner.request("GET", url, headers={"Last-Event-ID": ids[1]})).text
+            return outcome, whole, rest
+
+    outcome, whole, rest = run(scenario())
+    events = parse_sse(whole)
+    verdict = events[-1][1]
+    printed = verdict["stdout"].splitlines() + verdict["stderr"].splitlines()
+    batches = [data for kind, data in events if kind == "output"]
+    assert len(printed) > 50_000 and len(events) < 30, (len(printed), len(events))
+    assert sum(len(b["lines"]) + b.get("skipped", 0) for b in batches) == len(printed)
+    assert any(b.get("capped") for b in batches) and verdict == outcome.verdict
+    assert parse_sse(rest) == events[2:]
