@@ -25,15 +25,8 @@ from app import progress
 from app.content.exercises import Exercise
 from app.models import Submission
 from app.runner.base import Busy, Unavailable
-from app.submissions import (
-    LiveHub,
-    Refused,
-    check_code,
-    exercise_state,
-    fail_interrupted,
-    learner_key,
-    verdict_json,
-)
+from app.submission_views import exercise_state, learner_key, verdict_json
+from app.submissions import LiveHub, Refused, check_code, fail_interrupted
 from app.submissions_celery import CeleryHub
 from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
 

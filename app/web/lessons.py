@@ -17,7 +17,7 @@ from app.config import Settings
 from app.content.course import Course, load_course
 from app.content.lessons import Lesson
 from app.content.schema import ContentInvalid
-from app.submissions import panel_state
+from app.submission_views import panel_state
 from app.web import page_cache
 from app.web.comments import thread_view
 from app.web.deps import CourseDep, LearnerId, SessionDep

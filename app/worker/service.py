@@ -28,7 +28,7 @@ from app.runner import BlockingRunner, Job, OutputEvent, Rejected, Result, strea
 from app.runner.celery_app import make_celery
 from app.runner.celery_runner import CANCEL_PREFIX, WORKER_PREFIX
 from app.sandbox.limits import Limits
-from app.submissions import verdict_json
+from app.submission_views import verdict_json
 
 log = logging.getLogger("course.worker")
 

@@ -201,3 +201,27 @@ def test_my_progress_at_360_px_shows_the_passed_column(live_site, chromium):
         page.emulate_media(color_scheme=scheme)
         assert serious_violations(page) == [], scheme
     context.close()
+
+
+def test_rank_prefixed_tracebacks_fold_per_rank_in_the_page(live_site, browser_page):
+    """Several ranks' tracebacks (torchrun --tee prefixes every line with `[default<rank>]:`) fold as one rank's
+    does, each rank on its own: the page's OutputBox, fed a batch as the stream would."""
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.goto(f"{live_site.url}{LESSON}")
+    expect(page.locator("#exercise-same-device .cm-editor")).to_be_visible()
+    lines = ['[default0]:Traceback (most recent call last):', '[default0]:  File "main.py", line 3, in <module>',
+             '[default0]:    main()', '[default0]:  File "torch/distributed/c10d.py", line 9, in barrier',
+             '[default0]:    work.wait()', '[default1]:  File "torch/x.py", line 1, in f',
+             '[default0]:  File "python3.11/threading.py", line 2, in wait', '[default0]:RuntimeError: boom']
+    summaries = page.evaluate("""(lines) => {
+        const box = new window.CourseExercise.OutputBox(document.createElement('div'));
+        box.addBatch({lines: lines.map((line) => ({stream: 'stderr', line}))});
+        box.finish();
+        return [...box.el.querySelectorAll('summary')].map((s) => s.textContent)
+            .concat([box.el.querySelector('.learner-frame').textContent]);
+    }""", lines)
+    assert summaries == ["[default0]:… 1 frame inside torch …", "[default1]:… 1 frame inside torch …",
+                         "[default0]:… 1 frame inside the standard library …",
+                         '[default0]:  File "main.py", line 3, in <module>\n']
