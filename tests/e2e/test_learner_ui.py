@@ -225,3 +225,36 @@ def test_rank_prefixed_tracebacks_fold_per_rank_in_the_page(live_site, browser_p
     assert summaries == ["[default0]:… 1 frame inside torch …", "[default1]:… 1 frame inside torch …",
                          "[default0]:… 1 frame inside the standard library …",
                          '[default0]:  File "main.py", line 3, in <module>\n']
+
+
+def test_small_things_a_silent_run_the_solution_and_underscores_in_links(live_site, browser_page):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.goto(f"{live_site.url}/lessons/training-loop")
+    toc_link = page.locator('#toc a', has_text="non_blocking")
+    offset = toc_link.evaluate("(a) => parseFloat(getComputedStyle(a).textUnderlineOffset)")
+    size = toc_link.evaluate("(a) => parseFloat(getComputedStyle(a).fontSize)")
+    assert offset >= 0.25 * size  # the underline passes under the underscore, not through it
+    expect(page.locator('#toc a[href="#exercise-training-loop"]')).to_be_visible()
+
+    panel = page.locator("#exercise-training-loop")
+    expect(panel.locator(".cm-editor")).to_be_visible()
+    expect(panel.locator(".exercise-output")).to_be_empty()
+    replace_code(page, panel, "x = 1\n")
+    run_and_wait(panel)
+    expect(panel.locator(".exercise-output")).to_have_text("The program printed nothing.\n")
+    before = page.evaluate("(el) => getComputedStyle(el, '::before').content",
+                           panel.locator(".exercise-output").element_handle())
+    assert before in ("none", "normal")  # no "Output appears here" placeholder after a run
+
+    replace_code(page, panel, (ROOT / "exercises" / "training-loop" / "solution.py").read_text(encoding="utf-8"))
+    run_and_wait(panel)
+    solution = panel.locator(".exercise-solution")
+    expect(solution).to_be_visible()
+    solution.locator("summary").click()
+    expect(solution.locator(".highlight .k").first).to_be_visible()  # highlighted by the server's Pygments
+    comment = solution.locator(".highlight .c1").last
+    box, code_box = comment.bounding_box(), solution.locator(".highlight pre").bounding_box()
+    assert box["x"] + box["width"] <= code_box["x"] + code_box["width"] + 1  # the long comment wraps, not cut off
+    assert page.console_errors == []
