@@ -16,19 +16,27 @@ def evaluate(facts):
     """Return the checks of ddp-training, in the order of exercise.yaml."""
     ranks = ranks_of(facts)
     done = [r for r in ranks if r.reported]
-    sharded = per_rank_check("sharded_data", _sharded_data, done)
-    return [check_ranks_run(facts), per_rank_check("process_group", _process_group, done),
-            per_rank_check("rank_device", _rank_device, done), per_rank_check("ddp_wrapped", _ddp_wrapped, done),
-            _shards_cover(done) if sharded.passed else sharded, per_rank_check("set_epoch", _set_epoch, done),
+    sharded = per_rank_check("sharded_data", _sharded_data, ranks)
+    return [check_ranks_run(facts), per_rank_check("process_group", _process_group, ranks),
+            per_rank_check("rank_device", _rank_device, ranks), per_rank_check("ddp_wrapped", _ddp_wrapped, ranks),
+            _shards_cover(done) if sharded.passed else sharded, per_rank_check("set_epoch", _set_epoch, ranks),
             _in_sync(ranks), _rank0_only(ranks)]
 
 
 def per_rank_check(check_id: str, decide, ranks):
-    """Decide a check on every rank (decide(rank) -> (message, line) or None); the first failure is the verdict,
-    worded "every rank:" when all ranks failed it the same way."""
+    """Decide a check on every rank that reported (decide(rank) -> (message, line) or None); the first failure is
+    the verdict, worded "every rank:" when all ranks failed it the same way. A rank the launcher stopped before it
+    reported leaves the check undecided, never passed: which rank fails first is a race, and the stopped one may be
+    the only one holding the mistake (two ranks on cuda:0 look right from rank 0)."""
+    silent = [r for r in ranks if not r.reported]
+    ranks = [r for r in ranks if r.reported]
     if not ranks:
         return check(check_id, False, "no rank finished its run, so there is nothing to check yet.")
     failures = [(r, f) for r, f in ((r, decide(r)) for r in ranks) if f is not None]
+    if not failures and silent:
+        # no line: mark_unreached words it "not reached" when the program stopped
+        return check(check_id, False, f"{silent[0].label()} stopped before it reported, so this was not checked "
+                                      "on it; fix the first failure and run again.")
     if not failures:
         return check(check_id, True)
     rank, (message, line) = failures[0]

@@ -107,3 +107,24 @@ def test_a_rank_cannot_write_the_jobs_report(grade, exercises):
     verdict = grade("ddp-training", forge + exercises["ddp-training"].starter)
     assert verdict.status == "failed"
     assert "[default0]:refused 4 9" in verdict.stdout and "[default0]:refused 5 9" in verdict.stdout  # EBADF
+
+
+def test_a_rank_stopped_before_it_reported_leaves_its_checks_undecided_never_passed(exercises):
+    """Which rank meets NCCL's duplicate-GPU error first is a race. When rank 0 wins, the launcher stops rank 1
+    before it reports, and rank 0's facts alone look right (its model is on cuda:0, its own GPU): the checks must
+    not pass on that, or every_rank_on_cuda0.py would pass rank_device on a busy machine."""
+    from app.grading.facts import Facts
+    from app.grading.grader import checks_module
+
+    rank0 = {"rank": 0, "reported": True, "exit_code": 1,
+             "trace": {"events": {"forward": [{"line": 30, "has_params": True, "param_devices": ["cuda:0"],
+                                               "inputs": [{"dim": 2, "device": "cuda:0", "names": ["xb"]}]}],
+                                  "module_move": [{"line": 22, "devices": ["cuda:0"]}]}}}
+    rank1 = {"rank": 1, "reported": False, "stopped": True, "signal": 15}
+    facts = Facts({"ranks": [rank0, rank1], "launch": {"first_failure": 0}})
+    decided = {c.id: c for c in checks_module(exercises["ddp-training"]).evaluate(facts)}
+    assert not decided["rank_device"].passed and decided["rank_device"].line is None
+    assert "rank 1 stopped before it reported" in decided["rank_device"].message
+    both = Facts({"ranks": [rank0, {**rank0, "rank": 1}], "launch": {"first_failure": 0}})
+    decided = {c.id: c for c in checks_module(exercises["ddp-training"]).evaluate(both)}
+    assert not decided["rank_device"].passed and decided["rank_device"].line == 22  # rank 1 on cuda:0, named
