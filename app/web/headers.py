@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import secrets
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CSP = "; ".join([
@@ -96,13 +95,20 @@ class SecurityHeadersMiddleware:
             return await self.app(scope, receive, send)
         nonce = secrets.token_urlsafe(NONCE_BYTES)
         scope.setdefault("state", {})["csp_nonce"] = nonce
-        extra = security_headers(scope["path"], nonce=nonce, production=self.production)
+        extra = _encoded(security_headers(scope["path"], nonce=nonce, production=self.production))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in extra.items():
-                    headers[name] = value
+                # ours replace any the app set; built as one list (MutableHeaders scans the list per header)
+                message["headers"] = [h for h in message.get("headers") or () if h[0].lower() not in _NAMES] + extra
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+_NAMES = frozenset(name.lower().encode("latin-1") for name in [*HEADERS, "Content-Security-Policy",
+                                                                   "Strict-Transport-Security"])
+
+
+def _encoded(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]

@@ -15,6 +15,7 @@ request renders a page at a time: the others wait for it (nothing cached yet) or
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 import weakref
@@ -30,23 +31,31 @@ TTL_S = 2.0
 # Unguessable placeholders, so no lesson text can contain them by accident.
 PLACEHOLDER = "csrf-placeholder-" + secrets.token_hex(16)
 NONCE_PLACEHOLDER = "nonce-placeholder-" + secrets.token_hex(16)
+_CSRF = PLACEHOLDER.encode()
+_PLACEHOLDERS = re.compile(b"(" + re.escape(_CSRF) + b"|" + re.escape(NONCE_PLACEHOLDER.encode()) + b")")
 
 
 class CachedPage:
-    """A rendered page with placeholders for the visitor's CSRF token and the response's CSP nonce, kept as
-    bytes so serving it is two replacements."""
+    """A rendered page with placeholders for the visitor's CSRF token and the response's CSP nonce, kept as the
+    bytes between them, so that serving it is one join (two `bytes.replace` over a 70 KB page cost more than the
+    rest of the cached path)."""
 
     def __init__(self, html: str) -> None:
         self.body = html.encode("utf-8")
         self.born = time.monotonic()
+        # even items: page bytes; odd items: which placeholder stood there (True: the CSRF token, False: the nonce)
+        self.parts: list = []
+        for i, piece in enumerate(_PLACEHOLDERS.split(self.body)):
+            self.parts.append(piece if i % 2 == 0 else piece == _CSRF)
 
     def fresh(self) -> bool:
         return time.monotonic() - self.born <= TTL_S
 
     def response(self, csrf_token: str, nonce: str) -> Response:
         """Return the page as an HTML response carrying this visitor's CSRF token and this response's nonce."""
-        body = self.body.replace(PLACEHOLDER.encode(), csrf_token.encode())
-        return Response(body.replace(NONCE_PLACEHOLDER.encode(), nonce.encode()), media_type="text/html; charset=utf-8")
+        token, nonce_b = csrf_token.encode(), nonce.encode()
+        body = b"".join(p if i % 2 == 0 else (token if p else nonce_b) for i, p in enumerate(self.parts))
+        return Response(body, media_type="text/html; charset=utf-8")
 
 
 class PageCache:

@@ -20,7 +20,10 @@ def test_two_new_visitors_get_their_own_token_and_it_works(make_client):
     assert "course_session" in one.cookies and "course_session" in two.cookies
     token_one, token_two = _token(one.text), _token(two.text)
     assert token_one != token_two
-    assert "csrf-placeholder-" not in one.text + two.text
+    assert "csrf-placeholder-" not in one.text + two.text and "nonce-placeholder-" not in one.text + two.text
+    for page in (one, two):  # the page's style nonce is the one its own CSP header allows
+        nonce = re.search(r"'nonce-([^']+)'", page.headers["content-security-policy"]).group(1)
+        assert f'nonce="{nonce}"' in page.text or f"nonce={nonce}" in page.text
     # each page's token is the one its own session holds: a state change with it is accepted
     read = first.post("/api/lessons/cpu-gpu-border/read", headers={"X-CSRF-Token": token_one})
     assert read.status_code == 200, read.text
