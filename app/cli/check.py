@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from app.cli.terminal import echo
 from app.config import Settings, get_settings
 from app.content.course import Course, load_course
 from app.content.runnable import run_runnable_blocks, runnable_blocks
@@ -49,7 +50,7 @@ def check(path: Path | None, exercises_dir: Path | None, no_run: bool, no_grade:
     course = load_course(lessons_dir, exercises_dir, settings.static_dir)
     errors = collect_errors(course, settings, run=not no_run, grade=not no_grade)
     for error in errors:
-        click.echo(str(error))
+        echo(str(error))
     if errors:
         click.echo(f"{len(errors)} problem(s) found", err=True)
         sys.exit(1)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from app.cli.terminal import echo
 from app.config import get_settings
 
 
@@ -18,7 +19,10 @@ def doctor(as_json: bool) -> None:
     from app.doctor import format_report
 
     report = run_doctor(get_settings())
-    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        echo(format_report(report))
     gpu_probe = report["gpu"]["probe"]
     ok = report["probe"]["status"] == "ok" and not report["server"].get("refuse") and (
         gpu_probe is None or gpu_probe["status"] == "ok")

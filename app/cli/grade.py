@@ -8,13 +8,10 @@ from pathlib import Path
 
 import click
 
+from app.cli.terminal import echo, echo_output, visible
 from app.config import get_settings
 
 MARK = {True: "PASS", False: "FAIL"}
-
-
-def _echo_line(event) -> None:
-    click.echo(event.line, err=event.stream == "stderr")
 
 
 def find_exercise(slug: str, exercises_dir: Path):
@@ -26,8 +23,8 @@ def find_exercise(slug: str, exercises_dir: Path):
         return exercises[slug]
     broken = [str(e) for e in errors if (exercises_dir / slug) in e.path.parents or e.path == exercises_dir / slug]
     if broken:
-        raise click.ClickException(f"exercise `{slug}` is broken; fix it (`course check` lists this too):\n"
-                                   + "\n".join(broken))
+        raise click.ClickException(visible(f"exercise `{slug}` is broken; fix it (`course check` lists this too):\n"
+                                           + "\n".join(broken)))
     raise click.UsageError(f"no exercise `{slug}`; known: {', '.join(sorted(exercises)) or '(none)'}")
 
 
@@ -47,9 +44,9 @@ def grade_file(slug: str, code: str, settings, on_output=None):
 
 def print_verdict(verdict) -> None:
     """Print the checks, one per line, then the status."""
-    click.echo(f"\n{verdict.exercise}: {verdict.status} on {verdict.device} in {verdict.duration_ms} ms")
+    echo(f"\n{verdict.exercise}: {verdict.status} on {verdict.device} in {verdict.duration_ms} ms")
     for c in verdict.checks:
-        click.echo(f"  {MARK[c.passed]} {c.id}" + (f"  {c.message}" if c.message else ""))
+        echo(f"  {MARK[c.passed]} {c.id}" + (f"  {c.message}" if c.message else ""))
 
 
 @click.command()
@@ -64,7 +61,7 @@ def grade(slug: str, file: Path, as_json: bool) -> None:
         code = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise click.UsageError(f"{file} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    verdict = grade_file(slug, code, get_settings(), on_output=None if as_json else _echo_line)
+    verdict = grade_file(slug, code, get_settings(), on_output=None if as_json else echo_output)
     if as_json:
         click.echo(verdict.model_dump_json())
     else:

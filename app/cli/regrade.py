@@ -16,6 +16,7 @@ import click
 
 from app import regrade as regrading
 from app.cli.grade import find_exercise
+from app.cli.terminal import visible
 from app.config import get_settings
 from app.db import Database
 
@@ -27,7 +28,7 @@ def _start(db: Database, exercise, since: datetime | None):
         try:
             return regrading.start(session, exercise=exercise, since=since)
         except regrading.RegradeError as exc:
-            raise click.ClickException(exc.message) from None
+            raise click.ClickException(visible(exc.message)) from None
 
 
 def _run(db: Database, settings, exercise, row, bar) -> object:
@@ -73,7 +74,7 @@ def regrade(slug: str, since: datetime | None) -> None:
             try:
                 result = _run(db, settings, exercise, row, bar)
             except Exception as exc:  # noqa: BLE001 - the regrade is marked failed; say why and exit 1
-                raise click.ClickException(f"regrade #{row.id} failed: {type(exc).__name__}: {exc}") from None
+                raise click.ClickException(visible(f"regrade #{row.id} failed: {type(exc).__name__}: {exc}")) from None
         _report(result, time.perf_counter() - started)
     finally:
         db.dispose()

@@ -8,12 +8,9 @@ from pathlib import Path
 
 import click
 
+from app.cli.terminal import echo, echo_output
 from app.config import get_settings
 from app.sandbox.simhost import BUILDS, MAX_GPUS, host_for
-
-
-def _echo_line(event) -> None:
-    click.echo(event.line, err=event.stream == "stderr")
 
 
 @click.command()
@@ -36,7 +33,7 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str, nproc: int) -> 
     try:
         code = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        click.echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
+        echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
         sys.exit(2)
     if gpus is None and nproc > 1 and build == "cuda":
         gpus = nproc  # torchrun on a machine with one GPU per rank
@@ -45,11 +42,11 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str, nproc: int) -> 
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     result = run_job_sync(Job(code=code, filename=file.name, host=host, nproc=nproc), get_settings(),
-                          on_output=None if as_json else _echo_line)
+                          on_output=None if as_json else echo_output)
     if as_json:
         click.echo(json.dumps(result.summary()))
     elif result.status not in ("ok", "failed"):
-        click.echo(f"course run: {result.status}: {result.message}", err=True)
+        echo(f"course run: {result.status}: {result.message}", err=True)
     if result.status == "ok":
         sys.exit(0)
     if result.status == "failed" and result.exit_code:

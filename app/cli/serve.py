@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from app.cli.terminal import echo
 from app.config import get_settings
 from app.content.schema import ContentInvalid
 
@@ -15,7 +16,7 @@ GRACEFUL_SHUTDOWN_S = 5
 
 def _refuse(errors) -> None:
     for error in errors:
-        click.echo(str(error), err=True)
+        echo(str(error), err=True)
     click.echo(f"course serve: refusing to start, the content has {len(errors)} error(s) (`course check` lists "
                "them too); fix them, or use --reload to see them in the browser while you edit", err=True)
     sys.exit(1)
