@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import click
+from sqlalchemy.engine import make_url
 
 from app import db as database
 from app.config import get_settings
+
+
+def shown_url(url: str) -> str:
+    """Return the database URL as an operator may read it: the password replaced by ***."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 @click.group("db")
@@ -19,7 +25,7 @@ def upgrade(revision: str) -> None:
     """Migrate the database up to REVISION (default: head, the newest)."""
     url = get_settings().database_url
     database.upgrade(url, revision)
-    click.echo(f"database at {url} is at {revision}")
+    click.echo(f"database at {shown_url(url)} is at {revision}")
 
 
 @db.command("downgrade")
@@ -28,4 +34,4 @@ def downgrade(revision: str) -> None:
     """Migrate the database down to REVISION (default: -1, one step back; `base` empties it)."""
     url = get_settings().database_url
     database.downgrade(url, revision)
-    click.echo(f"database at {url} is at {revision}")
+    click.echo(f"database at {shown_url(url)} is at {revision}")
