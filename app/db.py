@@ -1,5 +1,8 @@
 """The database: one engine and a session factory built from `settings.database_url`.
 
+Text no column can hold (NUL, lone surrogates) is replaced in every statement's parameters and every JSON value
+before it reaches the driver (app/storable.py), so a learner's bytes never make an insert fail.
+
 SQLite is the single-machine default, so its connections get the pragmas a multi-threaded web server needs
 (WAL, foreign keys, a busy timeout). Nothing here or in the models is SQLite-only: PostgreSQL works by URL.
 
@@ -16,6 +19,8 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from app.storable import storable_json, storable_params
 
 # milliseconds a connection waits for another writer before giving up; commits take well under 10 ms
 SQLITE_BUSY_TIMEOUT_MS = 15_000
@@ -35,10 +40,16 @@ def make_engine(url: str, *, foreign_keys: bool = True) -> Engine:
     keys on would cascade into child rows.
     """
     ensure_sqlite_dir(url)
-    engine = create_engine(url)
+    engine = create_engine(url, json_serializer=storable_json)
+    event.listen(engine, "before_cursor_execute", _storable_statement, retval=True)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine, foreign_keys=foreign_keys)
     return engine
+
+
+def _storable_statement(_conn, _cursor, statement, parameters, _context, executemany):
+    # every write of learner text passes here, whichever table and code path (app/storable.py says why)
+    return statement, storable_params(parameters, executemany)
 
 
 def _configure_sqlite(engine: Engine, *, foreign_keys: bool) -> None:

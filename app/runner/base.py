@@ -30,9 +30,12 @@ class Job:
     gpu: bool = False  # wants a real GPU: runs in a GPU slot where the host has one, else on the simulated GPU
     host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (simhost.py)
     nproc: int = 1  # rank processes, as `torchrun --standalone --nproc-per-node=N` starts them (1: one process)
+    # what a graded job's report must echo: it goes to the fork server beside the payload, never in it, and the
+    # job's harness gets it only after the learner's code has run (app/sandbox/harness/channel.py)
+    key: str | None = None
 
     def payload(self) -> dict:
-        """Return the dict handed to app.sandbox.harness.main inside the sandbox."""
+        """Return the dict handed to app.sandbox.harness.main inside the sandbox (never the key)."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
                 "host": self.host.payload(), "nproc": self.nproc}
 
@@ -161,7 +164,7 @@ class Runner(Protocol):
 
 
 def check_source_text(code: str, source_bytes: int) -> None:
-    """Refuse source that is not UTF-8 text or is over source_bytes; the one place this rule is written.
+    """Refuse source that is not UTF-8, is over source_bytes or holds a NUL; the one place these rules are written.
 
     The site checks it before a submission costs an attempt (app.submissions.check_code); every runner checks
     it again on submit, for callers that skip the site (the CLI, bench, a worker fed by another web tier).
@@ -174,10 +177,16 @@ def check_source_text(code: str, source_bytes: int) -> None:
     if size > source_bytes:
         raise Rejected(f"The code is {size / 1024:.1f} KiB; the limit is {source_bytes / 1024:.0f} KiB. Shorten it "
                        "(an exercise needs a few dozen lines) and run again.", limit_hit="source")
+    if "\x00" in code:  # Python refuses such source, and PostgreSQL cannot store it
+        at = code.index("\x00")
+        line, column = code.count("\n", 0, at) + 1, at - (code.rfind("\n", 0, at) + 1) + 1
+        raise Rejected(f"The code contains a NUL character (\\x00) on line {line}, column {column}; Python cannot "
+                       "run a program with one. Remove it (it comes from pasting binary data, or from a file saved "
+                       "as UTF-16), save the file as UTF-8 and run again.")
 
 
 def check_source(job: Job, limits: Limits) -> None:
-    """Refuse a job whose source is not UTF-8 text or is over its limits' source_bytes."""
+    """Refuse a job whose source is not UTF-8 text, is over its limits' source_bytes or holds a NUL."""
     check_source_text(job.code, limits.source_bytes)
 
 
