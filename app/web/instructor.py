@@ -8,8 +8,6 @@ this router later is guarded too (tests/web/test_instructor_access.py walks them
 
 from __future__ import annotations
 
-import csv
-import io
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime, time
 from typing import Annotated
@@ -23,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 
 from app import dashboard, regrade, verdicts
 from app.content.course import Course
+from app.csv_export import csv_text
 from app.db import Database
 from app.web.deps import CourseDep, InstructorUser, SessionDep, instructor
 from app.web.exercises import ExerciseDep
@@ -124,18 +123,10 @@ def api_exercises(session: SessionDep, course: CourseDep) -> list[dict]:
                        401: {"description": "Not signed in"}, 403: {"description": "Not an instructor"}})
 def api_progress_csv(session: SessionDep, course: CourseDep) -> Response:
     """Export every learner's progress on every exercise as CSV (one row per learner and exercise)."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(dashboard.PROGRESS_COLUMNS)
-    writer.writerows([_cell(value) for value in row] for row in dashboard.progress_rows(session, course=course))
+    body = csv_text(dashboard.PROGRESS_COLUMNS, dashboard.progress_rows(session, course=course))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M")
-    return Response(out.getvalue(), media_type="text/csv; charset=utf-8",
+    return Response(body, media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": f'attachment; filename="progress-{stamp}.csv"'})
-
-
-def _cell(value: str) -> str:
-    """Keep a spreadsheet from running a cell as a formula: a name like `=HYPERLINK(...)` is text, not code."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 # --- regrading ------------------------------------------------------------------------------------------------

@@ -141,6 +141,7 @@ def test_the_progress_export_has_one_row_per_learner_and_exercise(classroom):
     assert (cam["attempts"], cam["passed"], cam["name"], cam["email"]) == ("2", "no", "", "")
     ben = mine[("ben@example.org", "same-device")]
     assert ben["name"] == "'" + FORMULA_NAME  # text to a spreadsheet, never a formula
+    assert '"\'=HYPERLINK(""http://x"")"' in response.text  # every cell quoted: no locale's separator splits one
 
 
 def wait_for(instructor, regrade_id: int) -> dict:
