@@ -105,12 +105,14 @@ class Busy(Exception):
 class Unavailable(Exception):
     """No job can be queued now (the broker is down, or no worker takes this queue); the web answers 503.
 
-    `why` completes "The course cannot take code right now: ..." for a person.
+    `why` completes "The course cannot take code right now: ..." for a person, and names no internal host: a
+    learner reads it. `detail` (the broker's address, the error) is for the operator's log and the CLI.
     """
 
-    def __init__(self, why: str, retry_after: int = 5) -> None:
-        super().__init__(f"{why}; retry in {retry_after} s")
+    def __init__(self, why: str, retry_after: int = 5, *, detail: str = "") -> None:
+        super().__init__(f"{why}{f' ({detail})' if detail else ''}; retry in {retry_after} s")
         self.why = why
+        self.detail = detail
         self.retry_after = retry_after
 
 

@@ -190,7 +190,7 @@ class CeleryRunner:
             raise self._unreachable(exc) from None
 
     def _unreachable(self, exc: Exception) -> Unavailable:
-        return Unavailable(f"its job queue (Redis at {self._broker()}) cannot be reached: {exc}")
+        return Unavailable("its job queue cannot be reached", detail=f"Redis at {self._broker()}: {exc}")
 
     def _broker(self) -> str:
         """The broker's address without its password, for messages."""

@@ -3,6 +3,7 @@ and one handler per domain error the layers below raise (`create_app` registers 
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import quote
 
 from fastapi import Request
@@ -24,6 +25,8 @@ from app.web.templating import render
 
 # FastAPI's words when a JSON body cannot be decoded (e.g. it is not UTF-8)
 FASTAPI_PARSE_ERROR = "There was an error parsing the body"
+
+log = logging.getLogger(__name__)
 
 # documented on every operation: any request may be refused for its body before a route reads it
 COMMON_RESPONSES = {400: {"description": "The body is not UTF-8 JSON"},
@@ -118,7 +121,10 @@ async def busy(request: Request, exc: Busy) -> JSONResponse:
 
 
 async def unavailable(request: Request, exc: Unavailable) -> JSONResponse:
-    """Answer 503 when no job can be queued; nothing was stored, so running again costs nothing."""
+    """Answer 503 when no job can be queued; nothing was stored, so running again costs nothing.
+
+    The learner reads `why`; the operator's log gets the whole of it (which broker, what failed)."""
+    log.warning("refused a job with 503: %s", exc)
     return JSONResponse(
         {"detail": f"The course cannot take code right now: {exc.why}. Nothing was stored; run again in "
                    f"{exc.retry_after} s.", "reason": "unavailable",

@@ -73,14 +73,18 @@ def test_a_gpu_exercise_goes_to_the_gpu_queue(tier_app):
     assert response.status_code == 202 and broker.llen("gpu") == 1 and broker.llen("cpu") == 0
 
 
-def test_redis_stopped_is_503_naming_it_and_nothing_is_stored(tier_app, redis_server):
+def test_redis_stopped_is_503_naming_no_host_to_the_learner_and_nothing_is_stored(tier_app, redis_server, caplog):
     app, client, broker = tier_app
     pretend_worker(broker)
     redis_server.stop()
-    response = client.post("/api/exercises/pick-device/submissions", json=CODE)
+    with caplog.at_level("WARNING", logger="app.web.errors"):
+        response = client.post("/api/exercises/pick-device/submissions", json=CODE)
     assert response.status_code == 503 and response.json()["reason"] == "unavailable"
-    assert f"Redis at redis://127.0.0.1:{redis_server.port}/0" in response.json()["detail"]
-    assert "Nothing was stored" in response.json()["detail"] and stored(app) == 0
+    detail = response.json()["detail"]
+    assert detail.startswith("The course cannot take code right now: its job queue cannot be reached.")
+    assert "Redis" not in detail and "127.0.0.1" not in detail and str(redis_server.port) not in detail
+    assert "Nothing was stored" in detail and stored(app) == 0
+    assert f"Redis at redis://127.0.0.1:{redis_server.port}/0" in caplog.text  # the operator's log has it
 
 
 def test_the_events_of_a_job_nobody_ran_wait_and_a_stored_verdict_ends_them(tier_app):
