@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +47,15 @@ class Settings(BaseSettings):
     forgot_mail_rate_limit: str = "3/hour"
     # submissions per minute per learner; a person rarely runs code more than once every few seconds
     submission_rate_limit: str = "30/minute"
+    # submissions per minute per client address, whatever the cookie: fresh cookies do not make fresh people.
+    # One address can be a classroom behind NAT; raise it for one (docs/security.md#rate-limits)
+    submission_address_rate_limit: str = "60/minute"
+    # comments (and replies) per minute per learner, and per client address
+    comment_rate_limit: str = "6/minute"
+    comment_address_rate_limit: str = "30/minute"
+    # the proxies whose X-Forwarded-For names the client address the limits count: a comma list of addresses or
+    # networks ("10.0.0.2", "10.0.0.0/8,::1"), or "*" for any peer. Empty: trust nobody, count the peer itself
+    trusted_proxies: str = ""
     # characters; a comment is a message, not an essay
     comment_max_chars: int = 5000
     # people (signed in, not the author) whose open reports hide a comment until an instructor reviews it
@@ -124,6 +134,12 @@ class Settings(BaseSettings):
         """Refuse a COURSE_SMTP_URL that names no SMTP server, at start-up rather than at the first mail."""
         return check_smtp_url(value)
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def check_trusted_proxies(cls, value: str) -> str:
+        """Refuse a COURSE_TRUSTED_PROXIES entry that is no address or network, naming it."""
+        return check_proxies(value)
+
     @model_validator(mode="after")
     def check_secret(self) -> "Settings":
         """Refuse to run outside development (production, test) with the shipped secret: it signs sessions."""
@@ -138,6 +154,22 @@ class Settings(BaseSettings):
     def site_url(self) -> str:
         """Return the site's public base URL without a trailing slash (links in mails and the CLI use it)."""
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+
+def check_proxies(value: str) -> str:
+    """Return a trusted-proxies list cleaned of spaces; ValueError naming an entry that is no address or network."""
+    entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+    return "*" if entries == ["*"] else ",".join(_proxy(entry) for entry in entries)
+
+
+def _proxy(entry: str) -> str:
+    try:
+        # uvicorn compares by address object but parses a network strictly: 10.0.0.1/8 must be 10.0.0.0/8
+        return str(ip_network(entry, strict=False)) if "/" in entry else str(ip_address(entry))
+    except ValueError:
+        raise ValueError(f"COURSE_TRUSTED_PROXIES: {entry!r} is not an IP address or network; give addresses or "
+                         "networks separated by commas (10.0.0.2,10.1.0.0/16), \"*\" for any peer, or nothing to "
+                         "trust no proxy") from None
 
 
 @lru_cache

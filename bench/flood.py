@@ -47,7 +47,8 @@ def _site(tmp: Path):
     from app.runner import local
 
     settings = Settings(env="development", secret_key="bench-" + "x" * 40, database_url=f"sqlite:///{tmp / 'f.db'}",
-                        submission_rate_limit="10000/minute")
+                        submission_rate_limit="10000/minute",
+                        submission_address_rate_limit="10000/minute")
     upgrade(settings.database_url)
     ends: list[float] = []
     original = local.LocalJobHandle._finish

@@ -30,7 +30,8 @@ TARGET_P99_MS = 100.0
 # seconds past the wall-clock limit a hostile job may take to come back as a verdict (kill, reap, grade, store)
 GRACE_S = 15.0
 # every hostile job runs at once, so its time is its own and not its place in the queue
-SERVER_ENV = {"COURSE_RUNNER_CONCURRENCY": "4", "COURSE_SUBMISSION_RATE_LIMIT": "10000/minute"}
+SERVER_ENV = {"COURSE_RUNNER_CONCURRENCY": "4", "COURSE_SUBMISSION_RATE_LIMIT": "10000/minute",
+              "COURSE_SUBMISSION_ADDRESS_RATE_LIMIT": "10000/minute"}
 # the same programs as tests/security/programs/, shortened; each must end in a timeout or a failed verdict
 PROGRAMS = {
     "fork_bomb": ("import os, time\n"

@@ -90,7 +90,8 @@ def learner_client(base: str):
 def measure_site(codes: dict[str, str], runs: int = RUNS) -> dict:
     """Time `runs` submissions of each exercise's code through the real site (after a warm-up)."""
     figures = {}
-    with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute") as (
+    with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute",
+                                                     COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="10000/minute") as (
             base, _proc):
         with learner_client(base) as client:
             for slug, code in codes.items():

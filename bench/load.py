@@ -19,8 +19,8 @@ from bench.servers import site_server
 SUBMITTERS = 32
 PER_SUBMITTER = 10
 READERS = 50
-# submissions per minute per learner must not be what limits a load test
-SERVER_ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute"}
+# submissions per minute per learner and per address (every client is 127.0.0.1) must not limit a load test
+SERVER_ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute", "COURSE_SUBMISSION_ADDRESS_RATE_LIMIT": "10000/minute"}
 
 
 async def _submitter(base: str, n: int, count: int, codes: dict[str, str]) -> dict:

@@ -27,7 +27,8 @@ def tier_env(database_url: str, broker_url: str, **overrides: str) -> dict[str, 
     env = {k: v for k, v in os.environ.items() if not k.startswith("COURSE_")}
     env.update(COURSE_ENV="production", COURSE_SECRET_KEY=secrets.token_urlsafe(32), COURSE_RUNNER="celery",
                COURSE_DATABASE_URL=database_url, COURSE_CELERY_BROKER_URL=broker_url,
-               COURSE_SUBMISSION_RATE_LIMIT="100000/minute", COURSE_SANDBOX_PREFORK="1")
+               COURSE_SUBMISSION_RATE_LIMIT="100000/minute",
+               COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="100000/minute", COURSE_SANDBOX_PREFORK="1")
     env.update(overrides)
     return env
 

@@ -69,7 +69,8 @@ def run() -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         work = Path(tmp)
         (work / "local").mkdir()
-        with site_server(work / "local", COURSE_SUBMISSION_RATE_LIMIT="100000/minute") as (base, _proc):
+        with site_server(work / "local", COURSE_SUBMISSION_RATE_LIMIT="100000/minute",
+                         COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="100000/minute") as (base, _proc):
             local = asyncio.run(submit_latencies(base))
         with RedisServer() as redis, tier(f"sqlite:///{work / 'tier.db'}", redis.url, work, webs=1, workers=1) as t:
             celery = asyncio.run(submit_latencies(t.web[0]))

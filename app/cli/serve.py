@@ -52,5 +52,14 @@ def serve(host: str | None, port: int | None, reload: bool) -> None:
         _refuse(exc.errors)
     if app.state.course.errors and not reload:
         _refuse(app.state.course.errors)
-    uvicorn.run(app, host=host or settings.host, port=port or settings.port,
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, log_level="info")
+    uvicorn.run(app, **uvicorn_options(settings, host=host or settings.host, port=port or settings.port))
+
+
+def uvicorn_options(settings, *, host: str, port: int) -> dict:
+    """Return uvicorn's options for the site: X-Forwarded-For is read only from COURSE_TRUSTED_PROXIES' peers.
+
+    uvicorn's own default trusts 127.0.0.1, so any local process could name the client address the rate limits
+    count; with no trusted proxy configured the proxy headers are not read at all.
+    """
+    return {"host": host, "port": port, "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S, "log_level": "info",
+            "proxy_headers": bool(settings.trusted_proxies), "forwarded_allow_ips": settings.trusted_proxies}

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app import comments, moderation
 from app.models import Comment, User
-from app.web.deps import CurrentUser, KnownLesson, OptionalUser, SessionDep
+from app.web.deps import CurrentUser, KnownLesson, OptionalUser, SessionDep, per_person_limits
 
 router = APIRouter()
 
@@ -132,6 +132,8 @@ def _max_chars(request: Request) -> int:
 ERRORS = {400: {"description": "Bad reply"}, 401: {"description": "Not signed in"},
           403: {"description": "Not yours"}, 404: {"description": "No such lesson or comment"},
           413: {"description": "Comment too long"}}  # fmt: skip
+POST_ERRORS = {**ERRORS, 429: {"description": "Too many comments from this learner or address (see Retry-After)"}}
+CommentRateLimits = per_person_limits("comment", "comments")
 
 
 @router.get("/api/lessons/{slug}/comments", response_model=ThreadOut, tags=["comments"], responses=ERRORS)
@@ -157,7 +159,7 @@ def _reported(session: Session, thread: comments.Thread, viewer: User | None) ->
 
 
 @router.post("/api/lessons/{slug}/comments", status_code=201, response_model=CommentOut, tags=["comments"],
-             responses=ERRORS)  # fmt: skip
+             responses=POST_ERRORS, dependencies=CommentRateLimits)  # fmt: skip
 def api_post(slug: KnownLesson, data: CommentIn, request: Request, session: SessionDep,
              user: CurrentUser) -> CommentOut:  # fmt: skip
     """Post a comment, or a reply with parent_id; signed-in users only."""
@@ -231,7 +233,7 @@ def _back(slug: str, error: str | None = None) -> RedirectResponse:
     return RedirectResponse(f"/lessons/{quote(slug)}{query}#comments", status_code=303)
 
 
-@router.post("/lessons/{slug}/comments", include_in_schema=False)
+@router.post("/lessons/{slug}/comments", include_in_schema=False, dependencies=CommentRateLimits)
 def form_post(
     slug: KnownLesson,
     request: Request,

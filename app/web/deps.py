@@ -185,6 +185,18 @@ def rate_limit(setting: str, scope: str, *, per: str = "address", what: str = "r
     return check
 
 
+def per_person_limits(setting: str, what: str) -> list:
+    """Return the dependencies limiting `what` per learner (`settings.<setting>_rate_limit`) and per client
+    address (`settings.<setting>_address_rate_limit`): a fresh cookie is a fresh learner, not a fresh person.
+
+    The learner's limit is checked first, so a learner over their own limit spends nothing of the address's,
+    which everyone behind it (a classroom's NAT) shares.
+    """
+    return [Depends(rate_limit(f"{setting}_rate_limit", setting, per="learner", what=what)),
+            Depends(rate_limit(f"{setting}_address_rate_limit", f"{setting}-address",
+                               what=f"{what} from your address (everyone behind it shares this limit)"))]
+
+
 __all__ = [
     "SessionDep",
     "OptionalUser",
@@ -197,6 +209,7 @@ __all__ = [
     "KnownLesson",
     "require_csrf",
     "rate_limit",
+    "per_person_limits",
     "make_limiter",
     "open_database",
 ]

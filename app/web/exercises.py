@@ -28,7 +28,7 @@ from app.runner.base import Busy, Unavailable
 from app.submission_views import exercise_state, learner_key, verdict_json
 from app.submissions import LiveHub, Refused, check_code, fail_interrupted
 from app.submissions_celery import CeleryHub
-from app.web.deps import LearnerId, OptionalUser, SessionDep, rate_limit
+from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ ExerciseDep = Annotated[Exercise, Depends(get_exercise)]
 OwnedSubmission = Annotated[Submission, Depends(owned_submission)]
 NO_EXERCISE = {404: {"description": "No such exercise"}}
 NOT_YOURS = {404: {"description": "No such submission, or another learner's"}}
-SubmissionRateLimit = Depends(rate_limit("submission_rate_limit", "submit", per="learner", what="submissions"))
+SubmissionRateLimits = per_person_limits("submission", "submissions")
 
 
 async def read_code(request: Request) -> str:
@@ -143,7 +143,7 @@ SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json":
     "type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}}}}}
 
 
-@router.post("/api/exercises/{slug}/submissions", status_code=202, dependencies=[SubmissionRateLimit],
+@router.post("/api/exercises/{slug}/submissions", status_code=202, dependencies=SubmissionRateLimits,
              openapi_extra=SUBMIT_BODY, responses={
                  400: {"description": "Not UTF-8 text, or not JSON"}, 404: {"description": "No such exercise"},
                  413: {"description": "Code over the source limit"},
@@ -192,7 +192,7 @@ async def submission_events(submission: OwnedSubmission, request: Request) -> As
 # --- without JavaScript: a plain form post, and the panel's state rendered on the server -----------------
 
 
-@router.post("/exercises/{slug}/run", dependencies=[SubmissionRateLimit], include_in_schema=False)
+@router.post("/exercises/{slug}/run", dependencies=SubmissionRateLimits, include_in_schema=False)
 async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the form's code, wait for the verdict, and go back to the lesson, where the panel shows it."""
     hub: LiveHub = request.app.state.live

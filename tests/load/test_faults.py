@@ -34,7 +34,8 @@ SLEEP_S = 5
 # a job that names itself (PR_SET_NAME) so the test can tell it from the idle pre-forked children, then sleeps
 SLEEPER = (f'import ctypes, time\nctypes.CDLL(None).prctl(15, b"faultjob", 0, 0, 0)\n'
            f'print("started", flush=True)\ntime.sleep({SLEEP_S})\n')
-ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute", "COURSE_SIGNUP_RATE_LIMIT": "1000/minute"}
+ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute", "COURSE_SUBMISSION_ADDRESS_RATE_LIMIT": "10000/minute",
+       "COURSE_SIGNUP_RATE_LIMIT": "1000/minute"}
 FINAL = {"passed", "failed", "error", "timeout", "rejected"}
 
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_submitters_and_readers_all_get_stored_verdicts(tmp_path):
-    with site_server(tmp_path, COURSE_SUBMISSION_RATE_LIMIT="10000/minute") as (base, _):
+    with site_server(tmp_path, COURSE_SUBMISSION_RATE_LIMIT="10000/minute",
+                     COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="10000/minute") as (base, _):
         run = asyncio.run(load_run(base, submitters=8, per_submitter=2, readers=10))
     figures = summarise(run)
     print("load (short):", figures)
@@ -47,7 +48,7 @@ async def _burst(base: str, n: int) -> list:
 
 def test_past_the_queue_capacity_extra_submissions_get_429_and_accepted_ones_finish(tmp_path):
     env = {"COURSE_RUNNER_QUEUE_SIZE": "2", "COURSE_RUNNER_CONCURRENCY": "1",
-           "COURSE_SUBMISSION_RATE_LIMIT": "10000/minute"}
+           "COURSE_SUBMISSION_RATE_LIMIT": "10000/minute", "COURSE_SUBMISSION_ADDRESS_RATE_LIMIT": "10000/minute"}
     with site_server(tmp_path, **env) as (base, _):
         outcomes = asyncio.run(_burst(base, 12))
     refused = [o for o in outcomes if o.http_status == 429]

@@ -18,7 +18,8 @@ SESSIONS, PER_SESSION = 10, 5
 @pytest.fixture
 def settings(settings):
     # ten sign-ups from one address in a second would trip the real limit; this test is about the database
-    return settings.model_copy(update={"signup_rate_limit": "1000/minute", "login_rate_limit": "1000/minute"})
+    return settings.model_copy(update={"signup_rate_limit": "1000/minute", "login_rate_limit": "1000/minute",
+                                       "comment_address_rate_limit": "1000/minute"})
 
 
 def open_session(base: str, n: int) -> httpx.Client:

@@ -143,7 +143,9 @@ def seed(app, user: User) -> None:
 def fuzzed_app(tmp_path_factory):
     """The real app on a fresh migrated SQLite file, with a signed-in learner's identity in `.identity`."""
     # submissions per minute: high, so the fuzzer reaches the sandbox rather than the rate limit every time
-    app = create_app(make_settings(tmp_path_factory.mktemp("fuzz"), migrate=True, submission_rate_limit="1000/minute"))
+    app = create_app(make_settings(tmp_path_factory.mktemp("fuzz"), migrate=True, submission_rate_limit="1000/minute",
+                                   submission_address_rate_limit="1000/minute", comment_rate_limit="1000/minute",
+                                   comment_address_rate_limit="1000/minute"))
     app.identity, user = sign_in(app)
     seed(app, user)
     SLOT.app = app
