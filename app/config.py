@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     runner_lease_s: float = 30.0
     # runs of one submission (the first plus re-runs after a worker died) before it is stored as an error
     runner_max_attempts: int = 3
+    # event streams (GET /api/submissions/{id}/events) one learner may hold open on one run, and on all runs, per
+    # web process; a page needs one per run it shows, a second tab or a reconnect one more
+    streams_per_submission: int = Field(default=3, ge=1)
+    streams_per_learner: int = Field(default=8, ge=1)
 
     # --- sandbox limits, per job
     # seconds of wall clock; a tiny training step takes well under one

@@ -20,6 +20,7 @@ Both event paths use it: LiveHub (app/submissions.py) for the embedded runner, a
 from __future__ import annotations
 
 import collections
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -72,10 +73,15 @@ def position_id(upto: tuple[int, int]) -> str:
     return f"{upto[0]}:{upto[1]}"
 
 
+# an event id: two line counts in ASCII digits (str.isdigit also takes "\xb2", which int() refuses, and
+# int() refuses more than 4300 digits); anything else is no position, and the stream replays from the start
+POSITION_ID = re.compile(r"([0-9]{1,18}):([0-9]{1,18})", re.ASCII)
+
+
 def parse_position(value: str | None) -> tuple[int, int] | None:
     """Return the position an event id names (Last-Event-ID), or None for anything else."""
-    out, sep, err = (value or "").partition(":")
-    return (int(out), int(err)) if sep and out.isdigit() and err.isdigit() else None
+    found = POSITION_ID.fullmatch(value or "")
+    return (int(found[1]), int(found[2])) if found else None
 
 
 @dataclass

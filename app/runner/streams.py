@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 
 import redis.asyncio as aioredis
@@ -129,12 +130,15 @@ async def read(client: aioredis.Redis, job_id: str, after: str = "0", block_ms: 
     return decode(answer[0][1]) if answer else []
 
 
+# a Redis Stream entry id: two 64-bit numbers in ASCII digits (str.isdigit also takes "\xb2" and "\u0663")
+ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}", re.ASCII)
+
+
 def valid_id(value: str | None) -> str | None:
     """Return a stream entry id given by a client (Last-Event-ID) if it is one, else None."""
     if not value:
         return None
-    ms, _, seq = value.partition("-")
-    return value if ms.isdigit() and seq.isdigit() else None
+    return value if ENTRY_ID.fullmatch(value) else None
 
 
 __all__ = ["key", "connect", "EventWriter", "read", "decode", "valid_id", "PREFIX", "BLOCK_MS"]

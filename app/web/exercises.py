@@ -29,6 +29,7 @@ from app.submission_views import exercise_state, learner_key, verdict_json
 from app.submissions import LiveHub, Refused, check_code, fail_interrupted
 from app.submissions_celery import CeleryHub
 from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits
+from app.web.stream_slots import StreamSlots
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ async def lifespan(app: FastAPI):
             log.warning("marked %d submission(s) left unfinished by an earlier server as errors", failed)
         hub = LiveHub(app.state.db, runner)
     app.state.live = hub
+    if settings is not None:
+        app.state.stream_slots = StreamSlots(per_submission=settings.streams_per_submission,
+                                             per_learner=settings.streams_per_learner)
     try:
         yield
     finally:
@@ -100,6 +104,17 @@ def owned_submission(submission_id: str, request: Request, learner: LearnerId, u
 
 ExerciseDep = Annotated[Exercise, Depends(get_exercise)]
 OwnedSubmission = Annotated[Submission, Depends(owned_submission)]
+
+
+async def stream_slot(submission: OwnedSubmission, learner: LearnerId, request: Request):
+    """Hold one of the learner's event-stream slots while the stream is open; 429 past the caps."""
+    slots: StreamSlots | None = getattr(request.app.state, "stream_slots", None)
+    if slots is None:
+        yield
+        return
+    with slots.hold(learner, submission.id):
+        yield
+
 NO_EXERCISE = {404: {"description": "No such exercise"}}
 NOT_YOURS = {404: {"description": "No such submission, or another learner's"}}
 SubmissionRateLimits = per_person_limits("submission", "submissions")
@@ -177,7 +192,9 @@ def get_submission(submission: OwnedSubmission) -> dict:
     return verdict_json(submission)
 
 
-@router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse, responses=NOT_YOURS)
+@router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse,
+            dependencies=[Depends(stream_slot)],
+            responses={**NOT_YOURS, 429: {"description": "Too many open event streams (see Retry-After)"}})
 async def submission_events(submission: OwnedSubmission, request: Request) -> AsyncIterable[ServerSentEvent]:
     """Stream the run: `output` events ({"stream", "line"}) in order from the first, then one `verdict`.
 
