@@ -52,7 +52,7 @@ def test_every_process_shares_one_broker_and_one_database_and_runs_the_celery_ru
     for name in ("web", "migrate", "worker-cpu", "worker-gpu"):
         env = compose["services"][name]["environment"]
         assert env["COURSE_RUNNER"] == "celery" and env["COURSE_ENV"] == "production"
-        assert env["COURSE_CELERY_BROKER_URL"] == "redis://redis:6379/0"
+        assert env["COURSE_CELERY_BROKER_URL"] == "redis://:${REDIS_PASSWORD:?set REDIS_PASSWORD}@redis:6379/0"
         assert env["COURSE_DATABASE_URL"].startswith("postgresql+psycopg://")
 
 
@@ -74,3 +74,11 @@ def test_the_dockerfile_builds_a_web_and_a_worker_target():
     assert "USER 10001" in web and "USER" not in worker.replace("COURSE_SANDBOX_UID_BASE", "")
     assert '"course", "worker"' in worker and "worker-entrypoint" in worker
     assert (ROOT / "scripts" / "worker-entrypoint").stat().st_mode & 0o111
+
+
+def test_redis_has_a_password_and_no_published_port(compose):
+    """Redis is the tier's trust root: whoever writes to it queues jobs with any limits or forges verdicts."""
+    redis = compose["services"]["redis"]
+    assert '--requirepass "$$REDIS_PASSWORD"' in redis["command"][-1] and "ports" not in redis
+    assert redis["environment"]["REDIS_PASSWORD"].startswith("${REDIS_PASSWORD:?")
+    assert redis["environment"]["REDISCLI_AUTH"] == redis["environment"]["REDIS_PASSWORD"]  # the healthcheck's
