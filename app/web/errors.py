@@ -36,8 +36,10 @@ COMMON_RESPONSES = {400: {"description": "The body is not UTF-8 JSON"},
 async def bad_request(request: Request, exc: HTTPException):
     """Answer 400; FastAPI's own "error parsing the body" says what is wrong and what to send instead."""
     if exc.detail == FASTAPI_PARSE_ERROR:
+        # FastAPI says this for a body that is not UTF-8 and for one nested deeper than the parser recurses
         exc = HTTPException(400, "The request body could not be read as JSON: it must be UTF-8 text holding one "
-                                 "JSON object. Fix the encoding and send it again.", headers=exc.headers)
+                                 "JSON object, not nested hundreds of levels deep. Fix the encoding (or the nesting) "
+                                 "and send it again.", headers=exc.headers)
     return await http_exception_handler(request, exc)
 
 

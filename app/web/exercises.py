@@ -143,6 +143,9 @@ async def read_code(request: Request) -> str:
                            "UTF-8 and run again.") from None
     except json.JSONDecodeError as exc:
         raise Refused(400, f"The request body is not JSON ({exc.msg}); send {{\"code\": \"...\"}}.") from None
+    except RecursionError:  # the parser recurses per level: "[" * 300000 is valid-looking and bottomless
+        raise Refused(400, 'The request body nests JSON too deep to read; send one flat object: {"code": "..."}.') \
+            from None
     if not isinstance(data, dict) or not isinstance(data.get("code"), str):
         raise HTTPException(422, 'Send a JSON object with the program as a string: {"code": "..."}.')
     check_code(data["code"], source_bytes=source_bytes)

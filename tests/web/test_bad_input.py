@@ -239,6 +239,28 @@ def test_json_that_is_not_utf8_is_400_saying_so(signed_in_client, lesson):
     assert "UTF-8" in detail(response) and "Fix the encoding" in detail(response)
 
 
+# deeper than Python's parser recurses: a RecursionError, which the submissions route let through as a 500
+BOTTOMLESS = b"[" * 300_000
+
+
+def test_json_nested_too_deep_for_the_parser_is_400_on_the_submissions_route(client):
+    response = client.post("/api/exercises/same-device/submissions", content=BOTTOMLESS,
+                           headers={"content-type": "application/json"})  # fmt: skip
+
+    assert response.status_code == 400, response.text
+    assert "nests JSON too deep" in detail(response) and '{"code": "..."}' in detail(response)
+
+
+@pytest.mark.parametrize("path", ["/api/auth/login", "/api/auth/signup", "/api/lessons/{lesson}/comments",
+                                  "/api/account/profile", "/api/exercises/same-device/submissions"])
+def test_json_nested_too_deep_is_400_on_every_json_route(signed_in_client, lesson, path):
+    response = signed_in_client().post(path.format(lesson=lesson), content=BOTTOMLESS,
+                                       headers={"content-type": "application/json"})  # fmt: skip
+
+    assert response.status_code == 400, response.text
+    assert "nest" in detail(response)
+
+
 @pytest.mark.parametrize("content_type, body", [
     ("text/plain", b'{"email": "a@example.org", "password": "secret-password"}'),
     ("application/x-www-form-urlencoded", b"email=a%40example.org&password=secret-password"),
