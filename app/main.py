@@ -83,10 +83,11 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         finally:
             await app.state.runner.stop()
 
-    # docs_url/redoc_url None: openapi_pages serves both without a CDN or inline script
+    # docs_url/redoc_url None: openapi_pages serves both without a CDN or inline script; redirect_slashes False:
+    # Starlette's redirect is absolute, built from the Host header; the 404 handler redirects relatively instead
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan, responses=errors.COMMON_RESPONSES,
                   middleware=middleware(settings, db), dependencies=[Depends(require_csrf)], docs_url=None,
-                  redoc_url=None)  # fmt: skip
+                  redoc_url=None, redirect_slashes=False)  # fmt: skip
     app.state.settings = settings
     app.state.db = db
     app.state.course = course

@@ -22,6 +22,7 @@ from app.web import page_cache
 from app.web.comments import thread_view
 from app.web.deps import CourseDep, LearnerId, SessionDep
 from app.web.progress import lesson_row
+from app.web.slashes import slash_redirect
 from app.web.templating import render, render_text
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,12 @@ def healthz(course: CourseDep) -> dict:
 
 
 async def not_found(request: Request, exc: StarletteHTTPException):
-    """Answer unknown pages with the friendly 404 page for browsers, and JSON for everything else."""
+    """Answer unknown pages with the friendly 404 page for browsers, and JSON for everything else.
+
+    An address that is a page but for its trailing slash is redirected there first (relative: app/web/slashes.py).
+    """
+    if (redirect := slash_redirect(request)) is not None:
+        return redirect
     if "text/html" in request.headers.get("accept", "") and request.method in ("GET", "HEAD"):
         return not_found_page(request, "There is no page at this address.")
     return await http_exception_handler(request, exc)
