@@ -48,10 +48,14 @@ RUN case "$TORCH_BUILD" in \
  && pip install --index-url "$index" "$TORCH_SPEC" \
  && python scripts/torch-build "$TORCH_BUILD"
 
-# Dependencies first (cached while only content changes), then the code and the content.
+# Dependencies first (cached while only code and content change): the runtime's, each at its locked version and
+# hash (`make lock` writes requirements/runtime.txt; the dev tools stay out of the image). Then the code, installed
+# editable with nothing left to resolve, and the content.
+COPY requirements/runtime.txt ./requirements/
+RUN pip install --require-hashes -r requirements/runtime.txt
 COPY pyproject.toml README.md ./
 COPY app ./app
-RUN pip install -e .
+RUN pip install --no-deps -e .
 
 COPY alembic.ini ./
 COPY migrations ./migrations

@@ -14,8 +14,21 @@ TORCH_INDEX_cuda ?= https://pypi.org/simple
 TORCH_PIP_cpu :=
 TORCH_PIP_cuda = --isolated --index-url $(TORCH_INDEX_cuda)
 STAMP   := $(VENV)/.installed-$(TORCH_BUILD)
+# Every other Python dependency comes from a lock, pinned with its hashes (pip --require-hashes holds):
+# requirements/dev.txt, the runtime and the dev extra, is what setup installs; requirements/runtime.txt, the runtime
+# alone at the same versions, is what the Dockerfile installs. torch's own requirements are locked too
+# (requirements/torch.in), torch itself never: no resolver sees it. `make lock` writes both with uv, which resolves
+# from PyPI alone for CPython 3.11 on Linux and reads no pip configuration (this machine's cap on torch and local
+# indexes), so a lock made on any machine is the same. It keeps every pin it can: `make lock LOCK_ARGS=--upgrade`,
+# or LOCK_ARGS="--upgrade-package NAME", moves them.
+LOCK    := requirements/dev.txt
+LOCK_RUNTIME := requirements/runtime.txt
+UV      ?= uv==0.13.9
+LOCK_VENV := .venv-lock
+UV_COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --no-config --generate-hashes --no-strip-markers \
+	--python-version 3.11 --python-platform linux --custom-compile-command "make lock" $(LOCK_ARGS)
 
-.PHONY: serve test bench setup db system-deps editor figures clean
+.PHONY: serve test bench setup lock db system-deps editor figures clean
 
 serve: setup db
 	$(BIN)/course serve --host $(HOST) --port $(PORT)
@@ -31,16 +44,24 @@ bench: setup system-deps db
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@case "$(TORCH_BUILD)" in cpu|cuda) ;; *) echo "TORCH_BUILD must be cpu or cuda, not $(TORCH_BUILD)"; exit 2;; esac
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/python scripts/torch-build $(TORCH_BUILD) 2>/dev/null || $(BIN)/pip uninstall --quiet --yes torch
 	$(BIN)/pip install --quiet $(TORCH_PIP_$(TORCH_BUILD)) "$(TORCH)"
 	$(BIN)/python scripts/torch-build $(TORCH_BUILD)
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed $(VENV)/.installed-*
 	touch $(STAMP)
+
+# Re-resolve the locks after pyproject.toml or requirements/torch.in changed (needs PyPI; setup does not run it).
+lock:
+	test -e $(LOCK_VENV)/.$(UV) || { rm -rf $(LOCK_VENV) && $(PY) -m venv $(LOCK_VENV) && \
+	  $(LOCK_VENV)/bin/pip install --quiet "$(UV)" && touch $(LOCK_VENV)/.$(UV); }
+	$(UV_COMPILE) pyproject.toml --extra dev requirements/torch.in -o $(LOCK)
+	$(UV_COMPILE) pyproject.toml requirements/torch.in --constraints $(LOCK) -o $(LOCK_RUNTIME)
 
 db: setup
 	$(BIN)/course db upgrade
@@ -63,4 +84,4 @@ figures: setup
 	$(BIN)/python static/figures-src/figures.py
 
 clean:
-	rm -rf $(VENV) var/*.db
+	rm -rf $(VENV) $(LOCK_VENV) var/*.db

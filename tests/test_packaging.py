@@ -24,7 +24,8 @@ def test_dockerfile_passes_hadolint():
 def test_dockerfile_installs_like_the_makefile():
     dockerfile, makefile = (ROOT / "Dockerfile").read_text(), (ROOT / "Makefile").read_text()
     assert 'ARG TORCH_SPEC="torch==2.13.0"' in dockerfile and "TORCH   ?= torch==2.13.0" in makefile
-    assert "pip install -e ." in dockerfile and "HEALTHCHECK" in dockerfile
+    assert "pip install --require-hashes -r requirements/runtime.txt" in dockerfile  # tests/test_lock.py
+    assert "pip install --no-deps -e ." in dockerfile and "HEALTHCHECK" in dockerfile
     assert "\nUSER 10001\n" in dockerfile
 
 
