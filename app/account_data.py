@@ -1,13 +1,13 @@
 """What the database holds about one account: export it all, or delete the account.
 
 Which rows are "about" an account is read from the tables themselves: the `users` row, its `learners` row, and
-every row of any table with a foreign key to either (progress, submissions, comments, reset links, and tables added
-later), and the rows that hang off the learner's submissions (their verdict history after regrades). So a new table
+every row of any table with a foreign key to either (progress, submissions, comments, reset links, signed-in
+sessions, and tables added later), and the rows that hang off the learner's submissions (their verdict history after regrades). So a new table
 that points at a user or a learner is exported without a change here, and the tests that compare the export with
 the database fail if it is not deleted as it should be.
 
 Deleting: the user, their learner (and so, by ON DELETE CASCADE, lessons read, exercise progress and
-submissions) and their reset links go. Their comments stay, with no author ("deleted user"), so replies keep their
+submissions), their reset links and signed-in sessions go. Their comments stay, with no author ("deleted user"), so replies keep their
 place; delete comments first to remove their text. What an instructor did as a moderator (hiding or deleting
 others' comments) is stored on those comments, not on the instructor, and stays.
 """
@@ -27,6 +27,7 @@ from app.models import Base, Comment, Learner, Submission, User, utcnow
 OMITTED = {
     "users.password_hash": "an argon2 hash of your password; exported nowhere",
     "password_resets.token_hash": "a hash of a reset link's token; the link itself was never stored",
+    "user_sessions.token_hash": "a hash of a signed-in browser's session token; the token is in its cookie only",
 }
 EXPORT_FORMAT = 1
 

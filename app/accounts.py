@@ -4,11 +4,16 @@ keyword, know nothing of HTTP and leave committing to the caller.
 Sessions: every session cookie carries the account's `session_version` from when it signed in; raising the
 version (a password change, "log out everywhere", a password reset) ends every session that carries an older one
 (`app.web.identity` compares them on each request). The browser that asked gets the new version and stays in.
+Each log-in also starts a server-side session (`UserSession`, found by a hash of the token in its cookie) that
+logging out deletes: a copy of the cookie is then worth nothing, though its signature is still good.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
+from datetime import timedelta
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
@@ -16,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app import security
 from app.errors import Refusal
-from app.models import Learner, PasswordReset, User
+from app.models import Learner, PasswordReset, User, UserSession, utcnow
 
 # a pragmatic shape check; deliverability is not our business and full RFC 5322 helps no one
 EMAIL_RE = re.compile(r"^[^@\s\x00-\x1f]+@[^@\s\x00-\x1f]+\.[^@\s\x00-\x1f]+$")
@@ -108,6 +113,34 @@ def end_sessions(session: Session, *, user: User) -> User:
     return user
 
 
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def start_session(session: Session, *, user: User, keep_s: int) -> str:
+    """Record a new signed-in session of this account and return its token (for the cookie, never stored).
+
+    The account's sessions older than `keep_s` seconds (their cookies have expired) are deleted on the way.
+    """
+    session.execute(delete(UserSession).where(UserSession.user_id == user.id,
+                                              UserSession.created_at < utcnow() - timedelta(seconds=keep_s)))
+    token = secrets.token_urlsafe(security.TOKEN_BYTES)
+    session.add(UserSession(user_id=user.id, token_hash=_token_hash(token)))
+    return token
+
+
+def end_session(session: Session, *, token: str) -> None:
+    """End the signed-in session with this token (logging out); an unknown token ends nothing."""
+    session.execute(delete(UserSession).where(UserSession.token_hash == _token_hash(token)))
+
+
+def session_user(session: Session, *, user_id: int, token: str) -> User | None:
+    """Return the account whose live session this token is, or None (logged out, expired, or not this account's)."""
+    query = (select(User).join(UserSession, UserSession.user_id == User.id)
+             .where(User.id == user_id, UserSession.token_hash == _token_hash(token)))
+    return session.scalars(query).first()
+
+
 def require_password(user: User, password: str) -> None:
     """Raise AccountError 403 unless this is the user's password (asked again before changing or deleting)."""
     if not security.verify_password(user.password_hash, password):
@@ -137,5 +170,8 @@ __all__ = [
     "set_password",
     "change_password",
     "end_sessions",
+    "start_session",
+    "end_session",
+    "session_user",
     "require_password",
 ]

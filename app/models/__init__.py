@@ -5,6 +5,7 @@ from app.models.comment import Comment, CommentReport
 from app.models.password_reset import PasswordReset
 from app.models.progress import ExerciseProgress, Learner, LessonRead
 from app.models.regrade import REGRADE_STATUSES, Regrade, SubmissionVerdict
+from app.models.session import UserSession
 from app.models.submission import FINAL_STATUSES, STATUSES, Submission
 from app.models.user import ROLES, User
 
@@ -13,6 +14,7 @@ __all__ = [
     "UTCDateTime",
     "utcnow",
     "User",
+    "UserSession",
     "ROLES",
     "Learner",
     "LessonRead",

@@ -96,7 +96,7 @@ def _delete(request: Request, session: Session, me: User, data: DeleteIn) -> Non
     account_data.delete_account(session, user=me, password=data.password)
     session.commit()
     page_cache.invalidate()  # the account's comments now show "deleted user"
-    sign_out(request)
+    sign_out(request, session=None)  # its server-side sessions went with the account (ON DELETE CASCADE)
 
 
 # --- JSON API -----------------------------------------------------------------------------------------------

@@ -101,8 +101,8 @@ def _signup(request: Request, session: Session, data: SignupIn, anonymous_id: st
     except accounts.EmailTaken:
         raise HTTPException(409, "An account with this email already exists; log in instead.") from None
     merge_learners(session, source_id=anonymous_id, target_id=user.learner_id)
+    sign_in(request, user, session=session)
     session.commit()
-    sign_in(request, user)
     return user
 
 
@@ -112,8 +112,8 @@ def _login(request: Request, session: Session, data: LoginIn, learner: str) -> U
         raise HTTPException(401, BAD_LOGIN)
     if request.state.user is None:  # only an anonymous visitor's progress moves into the account
         merge_learners(session, source_id=learner, target_id=user.learner_id)
+    sign_in(request, user, session=session)
     session.commit()
-    sign_in(request, user)
     return user
 
 
@@ -139,9 +139,10 @@ def api_login(data: LoginIn, request: Request, session: SessionDep, learner: Lea
 
 
 @router.post("/api/auth/logout", response_model=CsrfOut, tags=["auth"])
-def api_logout(request: Request) -> CsrfOut:
-    """Sign out; the browser continues as a new anonymous learner."""
-    sign_out(request)
+def api_logout(request: Request, session: SessionDep) -> CsrfOut:
+    """Sign out, ending the session on the server too; the browser continues as a new anonymous learner."""
+    sign_out(request, session=session)
+    session.commit()
     return CsrfOut(csrf_token=request.session["csrf"])
 
 
@@ -237,6 +238,7 @@ def signup_form(
 
 
 @router.post("/logout", include_in_schema=False)
-def logout_form(request: Request):
-    sign_out(request)
+def logout_form(request: Request, session: SessionDep):
+    sign_out(request, session=session)
+    session.commit()
     return RedirectResponse("/", status_code=303)

@@ -4,10 +4,12 @@
 User or None), `request.state.learner_id`, `request.state.csrf_token` and `request.state.new_visitor` where
 routes, dependencies and the first-visit page cache read them.
 
-A signed-in session holds the account's id (`uid`) and its session version (`sv`) from when it signed in. When
-the account's version has moved on (a password change, "log out everywhere", a reset) or the account is gone, the
-session is signed out on its next request, whatever the cookie's age: the cookie is signed, not revocable, and
-this check is what revokes it.
+A signed-in session holds the account's id (`uid`), its session version (`sv`) from when it signed in, and the
+token of its server-side session record (`sid`, a `UserSession` row). When the record is gone (this session logged
+out), the account's version has moved on (a password change, "log out everywhere", a reset) or the account is
+gone, the session is signed out on its next request, whatever the cookie's age: the cookie is signed, not
+revocable, and these checks are what revoke it. So a copy of a cookie taken before its browser logged out signs
+no one in afterwards.
 
 A response that signs a browser out (log-out, a deleted account, a session ended elsewhere) carries
 `Clear-Site-Data: "storage"`: what the page scripts kept in this browser for the learner who was signed in
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import anyio.to_thread
 from fastapi import Request
+from sqlalchemy.orm import Session
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import security
+from app import accounts, security
 from app.db import Database
 from app.models import User
 
@@ -33,9 +36,11 @@ SESSION_MAX_AGE = 30 * 24 * 3600
 CLEAR_STORAGE = ("Clear-Site-Data", '"storage"')
 
 
-def _load_user(db: Database, user_id: int) -> User | None:
+def _load_user(db: Database, user_id: int, token: str | None) -> User | None:
+    if not isinstance(token, str):  # a cookie from before server-side sessions: it signs no one in
+        return None
     with db.session() as session:
-        return session.get(User, user_id)
+        return accounts.session_user(session, user_id=user_id, token=token)
 
 
 class IdentityMiddleware:
@@ -58,10 +63,10 @@ class IdentityMiddleware:
         session.setdefault("csrf", security.new_csrf_token())
         user = None
         if "uid" in session and not scope["path"].startswith("/static/"):
-            user = await anyio.to_thread.run_sync(_load_user, self.db, session["uid"])
+            user = await anyio.to_thread.run_sync(_load_user, self.db, session["uid"], session.get("sid"))
             # a cookie from before session versions existed carries none: it counts as version 0
             if user is None or user.session_version != session.get("sv", 0):
-                # the account is gone or this session was ended elsewhere: browse on as a new anonymous learner
+                # logged out, the account gone or the session ended elsewhere: browse on as a new anonymous learner
                 _forget(session)
                 user = None
                 scope.setdefault("state", {})["signed_out"] = True
@@ -87,8 +92,10 @@ def _forget(session: dict) -> None:
     session["csrf"] = security.new_csrf_token()
 
 
-def sign_in(request: Request, user: User) -> None:
-    """Put the user in the session, with a fresh CSRF token (a token seen before log-in is not reused)."""
+def sign_in(request: Request, user: User, *, session: Session) -> None:
+    """Put the user in the session, with a fresh CSRF token (a token seen before log-in is not reused), and start
+    its server-side record in `session` (the caller commits)."""
+    request.session["sid"] = accounts.start_session(session, user=user, keep_s=SESSION_MAX_AGE)
     request.session["uid"] = user.id
     request.session["sv"] = user.session_version
     request.session["learner_id"] = user.learner_id
@@ -104,8 +111,12 @@ def keep_signed_in(request: Request, user: User) -> None:
     request.state.user = user
 
 
-def sign_out(request: Request) -> None:
-    """Forget the user: a new anonymous learner id and a new CSRF token."""
+def sign_out(request: Request, *, session: Session | None) -> None:
+    """Forget the user: end the server-side session in `session` (the caller commits; None when the account and
+    its sessions are already deleted), then a new anonymous learner id and a new CSRF token."""
+    token = request.session.get("sid")
+    if session is not None and isinstance(token, str):
+        accounts.end_session(session, token=token)
     _forget(request.session)
     request.state.signed_out = True  # the response tells the browser to forget this learner's local storage
     request.state.user = None

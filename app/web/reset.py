@@ -80,8 +80,8 @@ def reset_form(token: str, request: Request, session: SessionDep, new_password: 
         user = password_reset.redeem(session, token=token, new_password=NEW_PASSWORD.validate_python(new_password))
     except (Refusal, ValidationError) as exc:
         return _reset_page(request, token, getattr(exc, "status_code", 400), form_errors(exc))
+    sign_in(request, user, session=session)  # the link proved the mailbox; every other session has ended
     session.commit()
-    sign_in(request, user)  # the link proved the mailbox; every other session of the account has ended
     return RedirectResponse("/account?done=reset", status_code=303)
 
 

@@ -25,6 +25,7 @@ ABOUT = {
     "submissions": "learner_id = :lid",
     "comments": "author_id = :uid",
     "password_resets": "user_id = :uid",
+    "user_sessions": "user_id = :uid",
     "comment_reports": "reporter_id = :uid",
     "regrades": "requested_by = :uid",
     "submission_verdicts": "submission_id IN (SELECT id FROM submissions WHERE learner_id = :lid)",
@@ -129,9 +130,9 @@ def test_the_export_holds_every_row_about_the_learner_and_no_secret(app, two_lea
         for key, row in rows.items():
             shown = {column: plain(value) for column, value in row.items() if f"{name}.{column}" not in OMITTED}
             assert exported[key] == shown, (name, key)
-    assert set(OMITTED) == {"users.password_hash", "password_resets.token_hash"}
+    assert set(OMITTED) == {"users.password_hash", "password_resets.token_hash", "user_sessions.token_hash"}
     secrets = [row["password_hash"] for row in expected["users"].values()] + \
-        [row["token_hash"] for row in expected["password_resets"].values()]
+        [row["token_hash"] for table in ("password_resets", "user_sessions") for row in expected[table].values()]
     assert not [secret for secret in secrets if secret in response.text]
 
 

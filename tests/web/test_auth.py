@@ -36,6 +36,27 @@ def test_sign_up_log_out_log_in(client):
     assert client.get("/api/me").json()["user"]["display_name"] == "Ann"
 
 
+@pytest.mark.parametrize("log_out", ["api", "form"])
+def test_a_copy_of_the_cookie_signs_no_one_in_after_log_out(client, make_client, log_out):
+    client.headers["X-CSRF-Token"] = signup(client).json()["csrf_token"]
+    thief = make_client(csrf=False)
+    thief.cookies.set("course_session", client.cookies["course_session"])  # copied while signed in
+    assert thief.get("/api/me").json()["user"]["email"] == "ann@example.org"
+    other_browser = make_client()  # Ann on a second computer
+    login = other_browser.post("/api/auth/login", json={"email": "ann@example.org", "password": PASSWORD})
+    assert login.status_code == 200
+
+    if log_out == "api":
+        assert client.post("/api/auth/logout").status_code == 200
+    else:
+        form = {"csrf_token": client.headers["X-CSRF-Token"]}
+        assert client.post("/logout", data=form, follow_redirects=False).status_code == 303
+
+    assert thief.get("/api/me").json()["user"] is None, "the session ended on the server, not only in the browser"
+    assert thief.get("/api/me").json()["user"] is None  # and stays ended
+    assert other_browser.get("/api/me").json()["user"]["email"] == "ann@example.org", "only that session ended"
+
+
 def test_csrf_token_changes_on_log_in_and_the_old_one_stops_working(client):
     old = client.headers["X-CSRF-Token"]
     new = signup(client).json()["csrf_token"]
