@@ -11,6 +11,10 @@ A submission's life on the tier: the web stores it "queued" (heartbeat_at None),
 while it runs, and stores the verdict with `finish_attempt`. `sweep` finds runs whose worker went quiet (or
 that were never queued) and says which to queue again; after `max_attempts` runs it stores an error instead.
 Every function takes the session as a keyword and leaves committing to the caller.
+
+Lease times (claims, heartbeats, the sweep's "stale") are the database's clock, `db_clock()`, evaluated by the
+database in the statement, never a worker's: a worker whose clock is a minute behind renews its leases at the same
+"now" as every other, and no sweeper takes its jobs for stale. The `now` arguments are for tests that move time.
 """
 
 from __future__ import annotations
@@ -20,13 +24,44 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement, literal
 
 from app import progress
-from app.models import FINAL_STATUSES, Submission, utcnow
+from app.models import FINAL_STATUSES, Submission, UTCDateTime, utcnow
 
 REPEATED_FAILURE = ("This run was started {n} times and each time the machine running it stopped (not your "
                     "code's fault, unless it uses far more memory than the exercise needs); run it again.")
+
+
+class db_clock(FunctionElement):  # a SQL function, named like one
+    """The database's current time plus `offset_s` seconds (negative: earlier), as the database computes it."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+    name = "db_clock"
+
+    def __init__(self, offset_s: float = 0.0) -> None:
+        super().__init__(literal(float(offset_s)))
+
+
+@compiles(db_clock, "postgresql")
+def _postgres_clock(element, compiler, **kw) -> str:
+    # now() is the transaction's start, on the server's clock: one "now" for every statement of a lease step
+    return f"(now() + {compiler.process(element.clauses, **kw)} * interval '1 second')"
+
+
+@compiles(db_clock, "sqlite")
+def _sqlite_clock(element, compiler, **kw) -> str:
+    # the format SQLAlchemy stores DateTime in on SQLite (UTC, microseconds), so comparisons are text comparisons
+    offset = compiler.process(element.clauses, **kw)
+    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', printf('%+.3f seconds', {offset}))"
+
+
+def _clock(now: datetime | None, offset_s: float = 0.0) -> ColumnElement | datetime:
+    """Return the database's clock offset by offset_s seconds, or a test's `now` offset likewise."""
+    return db_clock(offset_s) if now is None else now + timedelta(seconds=offset_s)
 
 
 def error_verdict(exercise_slug: str, message: str) -> dict:
@@ -45,24 +80,23 @@ def _guarded(session: Session, *conditions, **values) -> bool:
 def mark_enqueued(session: Session, *, submission_id: str, attempt: int, at: datetime | None = None) -> bool:
     """Record that this attempt is on the queue now (its queue wait starts)."""
     return _guarded(session, Submission.id == submission_id, Submission.attempt == attempt,
-                    Submission.status == "queued", heartbeat_at=at or utcnow())
+                    Submission.status == "queued", heartbeat_at=_clock(at))
 
 
 def claim(session: Session, *, submission_id: str, attempt: int, worker: str, lease_s: float,
           now: datetime | None = None) -> bool:
     """Take this attempt for `worker`: it must be queued, or running under a lease that ran out."""
-    now = now or utcnow()
-    stale = now - timedelta(seconds=lease_s)
+    stale = _clock(now, -lease_s)
     return _guarded(
         session, Submission.id == submission_id, Submission.attempt == attempt,
         or_(Submission.status == "queued", and_(Submission.status == "running", Submission.heartbeat_at < stale)),
-        status="running", worker=worker, heartbeat_at=now)
+        status="running", worker=worker, heartbeat_at=_clock(now))
 
 
 def heartbeat(session: Session, *, worker: str, now: datetime | None = None) -> set[tuple[str, int]]:
     """Renew every lease `worker` holds; return the (submission id, attempt) pairs it still holds."""
     session.execute(update(Submission).where(Submission.worker == worker, Submission.status == "running")
-                    .values(heartbeat_at=now or utcnow()), execution_options={"synchronize_session": False})
+                    .values(heartbeat_at=_clock(now)), execution_options={"synchronize_session": False})
     rows = session.execute(select(Submission.id, Submission.attempt).where(
         Submission.worker == worker, Submission.status == "running"))
     return {(row.id, row.attempt) for row in rows}
@@ -115,9 +149,8 @@ def sweep(session: Session, *, lease_s: float, max_attempts: int, waiting: set[s
     The caller sends each returned attempt and then calls `mark_enqueued`. Concurrent sweepers are safe: each
     change is guarded, and only the sweeper that made it returns it.
     """
-    now = now or utcnow()
     result = Sweep()
-    stale = now - timedelta(seconds=lease_s)
+    stale = _clock(now, -lease_s)
     quiet = session.execute(select(Submission.id, Submission.attempt, Submission.status, Submission.exercise_slug)
                             .where(Submission.status.in_(("running", "queued")), Submission.heartbeat_at < stale))
     for row in quiet.all():
@@ -144,5 +177,5 @@ def task_id(submission_id: str, attempt: int) -> str:
     return f"{submission_id}-{attempt}"
 
 
-__all__ = ["task_id", "claim", "heartbeat", "finish_attempt", "mark_enqueued", "sweep", "Sweep", "error_verdict",
-           "REPEATED_FAILURE"]
+__all__ = ["db_clock", "task_id", "claim", "heartbeat", "finish_attempt", "mark_enqueued", "sweep", "Sweep",
+           "error_verdict", "REPEATED_FAILURE"]

@@ -122,3 +122,21 @@ def test_while_the_queues_cannot_be_read_a_queued_run_that_was_sent_is_left_alon
     sid = stored(db)
     step(db, leases.mark_enqueued, submission_id=sid, attempt=1, at=utcnow() - timedelta(seconds=1000))
     assert step(db, leases.sweep, lease_s=LEASE_S, waiting=None, max_attempts=3).requeue == []
+
+
+def test_lease_times_are_the_databases_clock_not_this_hosts(db, monkeypatch):
+    """A host whose clock is a minute behind claims and renews at the database's "now": no sweep finds it stale."""
+    from sqlalchemy import select
+
+    behind = utcnow() - timedelta(seconds=60)
+    monkeypatch.setattr(leases, "utcnow", lambda: behind)  # anything in leases asking this host's clock
+    sid = stored(db)
+    step(db, leases.claim, submission_id=sid, attempt=1, worker="a", lease_s=LEASE_S)
+    claimed = load(db, sid).heartbeat_at
+    step(db, leases.heartbeat, worker="a")
+    with db.session() as session:
+        database_now = session.scalar(select(leases.db_clock()))
+    assert abs((claimed - database_now).total_seconds()) < 5 and load(db, sid).heartbeat_at >= claimed
+    found = step(db, leases.sweep, lease_s=LEASE_S, waiting=set(), max_attempts=3)
+    assert found.requeue == [] and found.failed == [] and load(db, sid).attempt == 1
+    assert step(db, leases.sweep, lease_s=-1, waiting=set(), max_attempts=3).requeue == [(sid, 2)]  # it does sweep

