@@ -35,6 +35,7 @@ SLEEP_S = 5
 SLEEPER = (f'import ctypes, time\nctypes.CDLL(None).prctl(15, b"faultjob", 0, 0, 0)\n'
            f'print("started", flush=True)\ntime.sleep({SLEEP_S})\n')
 ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute", "COURSE_SUBMISSION_ADDRESS_RATE_LIMIT": "10000/minute",
+       "COURSE_COMMENT_RATE_LIMIT": "10000/minute", "COURSE_COMMENT_ADDRESS_RATE_LIMIT": "10000/minute",
        "COURSE_SIGNUP_RATE_LIMIT": "1000/minute"}
 FINAL = {"passed", "failed", "error", "timeout", "rejected"}
 
