@@ -12,6 +12,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
+from ipaddress import ip_address, ip_network
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -150,8 +151,16 @@ async def require_csrf(request: Request) -> None:
 
 
 def client_address(request: Request) -> str:
-    """Return the client's address, the key for per-address limits."""
-    return get_remote_address(request)
+    """Return the key for per-address limits: the client's IPv4 address, or its IPv6 /64 (one host's usual share:
+    counting single IPv6 addresses would give whoever holds a /64 2**64 fresh limits)."""
+    host = get_remote_address(request)
+    try:
+        ip = ip_address(host)
+    except ValueError:  # not an address (a test client's name, a Unix socket): count it as it is
+        return host
+    if ip.version == 6 and ip.ipv4_mapped is None:
+        return str(ip_network(f"{ip}/64", strict=False))
+    return str(ip.ipv4_mapped or ip)
 
 
 def make_limiter() -> Limiter:

@@ -75,6 +75,18 @@ def test_forty_submissions_from_forty_fresh_cookies_on_one_address_are_limited(l
         assert parse_sse(browser.get(response.json()["events"]).text)[-1][0] == "verdict"
 
 
+def test_ipv6_addresses_in_one_64_share_a_limit(limited_app):
+    # code with a NUL is refused (400) without running; the limits count the request before its body is read
+    def submit(address: str):
+        return fresh_browser(limited_app, address).post("/api/exercises/same-device/submissions",
+                                                        json={"code": "\x00"})  # fmt: skip
+
+    statuses = [submit(f"2001:db8:1:2::{n:x}").status_code for n in range(1, SUBMISSIONS_PER_ADDRESS + 1)]
+    assert statuses == [400] * SUBMISSIONS_PER_ADDRESS
+    assert_limited(submit("2001:db8:1:2:ffff:ffff:ffff:ffff"), "submissions from your address")
+    assert submit("2001:db8:1:3::1").status_code == 400, "the next /64 is someone else"
+
+
 def test_comments_from_fresh_accounts_on_one_address_are_limited(limited_app):
     lesson = limited_app.state.course.lessons[0].slug
     statuses = []
