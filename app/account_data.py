@@ -2,14 +2,14 @@
 
 Which rows are "about" an account is read from the tables themselves: the `users` row, its `learners` row, and
 every row of any table with a foreign key to either (progress, submissions, comments, reset links, signed-in
-sessions, and tables added later), and the rows that hang off the learner's submissions (their verdict history after regrades). So a new table
-that points at a user or a learner is exported without a change here, and the tests that compare the export with
-the database fail if it is not deleted as it should be.
+sessions, and tables added later), and the rows that hang off the learner's submissions (their verdict history
+after regrades). So a new table that points at a user or a learner is exported without a change here, and the
+tests that compare the export with the database fail if it is not deleted as it should be.
 
 Deleting: the user, their learner (and so, by ON DELETE CASCADE, lessons read, exercise progress and
-submissions), their reset links and signed-in sessions go. Their comments stay, with no author ("deleted user"), so replies keep their
-place; delete comments first to remove their text. What an instructor did as a moderator (hiding or deleting
-others' comments) is stored on those comments, not on the instructor, and stays.
+submissions), their reset links and signed-in sessions go. Their comments stay, with no author ("deleted
+user"), so replies keep their place; delete comments first to remove their text. What an instructor did as a
+moderator (hiding or deleting others' comments) is stored on those comments, not on the instructor, and stays.
 """
 
 from __future__ import annotations
