@@ -132,6 +132,29 @@ class Settings(BaseSettings):
     # host), "none", or a comma list of NVML indices ("0,2"), MIG devices ("0:1") or UUIDs (GPU-..., MIG-...)
     gpu_devices: str | None = None
 
+    # --- simulated machines (where a job finds no GPU; app/sandbox/machines/, one profile per machine)
+    # the machine jobs believe they run on unless an exercise's `machine:` or `course run --machine` names one
+    sim_machine: str = "h100"
+    # a folder of more machine profiles (*.json, the shape of app/sandbox/machines/); tests add throw-away ones
+    sim_machines_dir: Path | None = None
+    # bytes; a simulated GPU tensor this large keeps shape, dtype and memory but no values (a real card's
+    # tensors do not fit the job's host memory)
+    sim_dataless_tensor_bytes: int = Field(default=64 * MiB, ge=0)
+    # bytes; once the simulated GPUs' tensors with values take this much host memory, new ones are kept without
+    # values too (a quarter of the default job memory)
+    sim_device_data_bytes: int = Field(default=256 * MiB, ge=0)
+
+    @model_validator(mode="after")
+    def check_sim_machine(self) -> "Settings":
+        """Refuse a COURSE_SIM_MACHINE no profile has (naming the machines there are) at start-up."""
+        from app.sandbox.machines import MachineError, get
+
+        try:
+            get(self.sim_machine, self.sim_machines_dir)
+        except MachineError as exc:
+            raise ValueError(f"COURSE_SIM_MACHINE / COURSE_SIM_MACHINES_DIR: {exc}") from None
+        return self
+
     @field_validator("smtp_url")
     @classmethod
     def check_smtp_url(cls, value: str) -> str:

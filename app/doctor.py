@@ -78,7 +78,17 @@ def doctor(settings) -> dict:
                 "probe": None if gpu is None else {"status": gpu.status, "message": gpu.message,
                                                    "inside": _last_json(gpu), "stderr": gpu.stderr[-500:]}},
         "devices": {"cpu": "available", "cuda": host.cuda_status()},
+        "machines": machine_list(settings),
     }
+
+
+def machine_list(settings) -> dict:
+    """The simulated machines jobs may pick (`course run --machine ID`, exercise.yaml `machine:`)."""
+    from app.sandbox.machines import load_all
+
+    found = load_all(settings.sim_machines_dir)
+    return {"default": settings.sim_machine,
+            "machines": [{"id": m.id, "title": m.title, "summary": m.summary()} for m in found.values()]}
 
 
 def format_gpu(gpu: dict, server: dict) -> list[str]:
@@ -137,4 +147,9 @@ def format_report(report: dict) -> str:
     lines.append("Device modes:")
     for name, state in report["devices"].items():
         lines.append(f"  {name}: {state}")
+    machines = report.get("machines") or {}
+    lines.append("Simulated machines (course run --machine ID; exercise.yaml machine:; COURSE_SIM_MACHINE):")
+    for m in machines.get("machines", ()):
+        mark = "*" if m["id"] == machines.get("default") else " "
+        lines.append(f"  {mark} {m['summary']}")
     return "\n".join(lines)

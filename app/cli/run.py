@@ -10,7 +10,8 @@ import click
 
 from app.cli.terminal import echo, echo_output
 from app.config import get_settings
-from app.sandbox.simhost import BUILDS, MAX_GPUS, host_for
+from app.sandbox.machines import MachineError
+from app.sandbox.simhost import BUILDS, MAX_GPUS, job_host
 
 
 @click.command()
@@ -20,12 +21,17 @@ from app.sandbox.simhost import BUILDS, MAX_GPUS, host_for
                    '"limit_hit"} instead of the output.')
 @click.option("--gpus", type=click.IntRange(0, MAX_GPUS), default=None,
               help="Simulated CUDA GPUs (default 1) where this host has no GPU.")
-@click.option("--build", type=click.Choice(BUILDS), default="cuda", show_default=True,
-              help="The torch build the program believes it runs on, where this host has no GPU.")
+@click.option("--build", type=click.Choice(BUILDS), default=None,
+              help="The torch build the program believes it runs on, where this host has no GPU (default: the "
+                   "machine's).")
+@click.option("--machine", default=None, metavar="ID",
+              help="The simulated machine (a profile in app/sandbox/machines/, e.g. t4, a100-80gb, h100; "
+                   "default COURSE_SIM_MACHINE's); `course doctor` lists them.")
 @click.option("--nproc", "--nproc-per-node", "nproc", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Rank processes, as `torchrun --standalone --nproc-per-node=N` starts them (rank r's GPU is "
                    "cuda:r; --gpus defaults to N).")
-def run(file: Path, as_json: bool, gpus: int | None, build: str, nproc: int) -> None:
+def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
+        nproc: int) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job, run_job_sync
 
@@ -35,13 +41,15 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str, nproc: int) -> 
     except UnicodeDecodeError as exc:
         echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
         sys.exit(2)
-    if gpus is None and nproc > 1 and build == "cuda":
-        gpus = nproc  # torchrun on a machine with one GPU per rank
+    settings = get_settings()
     try:
-        host = host_for(build=build, gpus=gpus)
-    except ValueError as exc:
+        host = job_host(settings, machine=machine, build=build)
+        if gpus is None and nproc > 1 and host.build == "cuda":
+            gpus = nproc  # torchrun on a machine with one GPU per rank
+        host = job_host(settings, machine=machine, build=build, gpus=gpus)
+    except (MachineError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    result = run_job_sync(Job(code=code, filename=file.name, host=host, nproc=nproc), get_settings(),
+    result = run_job_sync(Job(code=code, filename=file.name, host=host, nproc=nproc), settings,
                           on_output=None if as_json else echo_output)
     if as_json:
         click.echo(json.dumps(result.summary()))

@@ -3,7 +3,7 @@
 One folder is one exercise:
 
     exercise.yaml   title, lesson, checks (ids + one-line descriptions), hints (in order), limits, needs_gpu, gpus,
-                    launch (several ranks, as torchrun starts them)
+                    launch (several ranks, as torchrun starts them), machine (the simulated machine's profile id)
     prompt.md       what the learner is asked to do (Markdown)
     starter.py      the code the editor starts with
     solution.py     a reference answer, shown after a pass or after five failed attempts
@@ -72,6 +72,22 @@ class ExerciseSpec(BaseModel):
     gpus: int = Field(default=1, ge=1, le=MAX_GPUS)
     # several ranks in one job (app/sandbox/harness/launch.py); None: one process
     launch: LaunchSpec | None = None
+    # the simulated machine (a profile id in app/sandbox/machines/: t4, l4, a100-80gb ...); None: the site's
+    # COURSE_SIM_MACHINE. Where the job finds a real GPU, the real card answers instead
+    machine: str | None = None
+
+    @field_validator("machine")
+    @classmethod
+    def known_machine(cls, value: str | None) -> str | None:
+        if value is not None:
+            from app.config import get_settings
+            from app.sandbox.machines import MachineError, get
+
+            try:
+                get(value, get_settings().sim_machines_dir)
+            except MachineError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @model_validator(mode="after")
     def unique_ids_known_limits(self) -> "ExerciseSpec":

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.config import get_settings
 from app.content.exercises import Exercise
 from app.grading.facts import Facts, check, mark_unreached
 from app.grading.messages import tidy
@@ -23,7 +24,7 @@ from app.grading.placement import placement_map
 from app.grading.verdict import CheckResult, Verdict
 from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
 from app.runner.factory import emit
-from app.sandbox.simhost import DEFAULT_HOST
+from app.sandbox.simhost import job_host
 
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
 # A SIGKILL with no limit named and no report came from outside the job: inside its pid namespace the job is
@@ -45,7 +46,8 @@ def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
     """Return the sandbox job for a submission and the nonce its report must echo."""
     nonce = secrets.token_hex(16)
     grade = {"exercise": exercise.slug, "probe": exercise.probe, "nonce": nonce}
-    host = DEFAULT_HOST.with_gpus(exercise.spec.gpus)  # the simulated host, where the job finds no GPU
+    # the simulated host, where the job finds no GPU: the exercise's machine, else COURSE_SIM_MACHINE's
+    host = job_host(get_settings(), machine=exercise.spec.machine, gpus=exercise.spec.gpus)
     job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
               host=host, nproc=exercise.spec.nproc)
     return job, nonce

@@ -4,9 +4,12 @@ On a host without a GPU the harness simulates this host (app/sandbox/harness/, "
 DESIGN.md); on a host where the job really has CUDA, the harness simulates nothing and this description is
 ignored. Both job modes honour it: `course grade` and the site's grading, and plain `course run` jobs.
 
-The default for hosts without a GPU is decided HERE, once: `DEFAULT_HOST`, a CUDA build of torch with one GPU.
-An exercise asks for more GPUs with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any
-host. Lesson code blocks (app/content/runnable.py) never run in the sandbox: they run on the plain CPU.
+The default for hosts without a GPU is decided HERE, once: `DEFAULT_HOST`, the `h100` machine profile (a CUDA
+build of torch with one H100). The machines are data, one profile each (app/sandbox/machines/):
+`machine_host(id)` turns one into a host; `job_host(settings, ...)` does so for a job, with the machine an
+exercise's `machine:`, `course run --machine ID` or COURSE_SIM_MACHINE names. An exercise asks for more GPUs
+with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any host. Lesson code blocks
+(app/content/runnable.py) never run in the sandbox: they run on the plain CPU.
 """
 
 from __future__ import annotations
@@ -14,11 +17,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
+from app.sandbox import machines
+
 Build = Literal["cuda", "macos-arm64", "cpu"]
 BUILDS: tuple[str, ...] = ("cuda", "macos-arm64", "cpu")
 GiB = 1 << 30
 # GPUs one simulated host may have; a DGX node has 8, and a learner's program rarely asks for more
 MAX_GPUS = 8
+MiB = 1 << 20
+# bytes; a simulated GPU tensor this large is kept without values (shape, dtype, memory only): the sandbox's
+# 1 GiB cannot back a real card's tensors. COURSE_SIM_DATALESS_TENSOR_BYTES changes it
+DATALESS_TENSOR_BYTES = 64 * MiB
+# bytes; once the simulated GPUs' tensors with values hold this much host memory, new ones are kept without
+# values too (a quarter of the default 1 GiB job: the program's own host data needs the rest).
+# COURSE_SIM_DEVICE_DATA_BYTES changes it
+DEVICE_DATA_BYTES = 256 * MiB
 
 
 @dataclass(frozen=True)
@@ -33,6 +46,9 @@ class SimulatedHost:
     multiprocessors: int = 132
     cuda_version: str = "12.8"  # torch.version.cuda of the simulated wheel
     mps: bool = False  # macOS builds: the Mac's GPU answers torch.backends.mps.is_available()
+    machine: str = machines.DEFAULT  # the machine profile this host was made from (app/sandbox/machines/<id>.json)
+    dataless_tensor_bytes: int = DATALESS_TENSOR_BYTES  # see DATALESS_TENSOR_BYTES
+    device_data_bytes: int = DEVICE_DATA_BYTES  # see DEVICE_DATA_BYTES
 
     def __post_init__(self) -> None:
         if self.build not in BUILDS:
@@ -59,9 +75,10 @@ class SimulatedHost:
         return cls(**fields)
 
     def describe(self) -> str:
-        """One line for logs and the CLI: "CUDA build, 2 x NVIDIA H100 80GB HBM3 (80 GiB)"."""
+        """One line for logs and the CLI: "CUDA build, 2 x NVIDIA H100 80GB HBM3 (79.19 GiB)"."""
         if self.build == "cuda":
-            cards = f"{self.gpus} x {self.gpu_name} ({self.gpu_memory_bytes // GiB} GiB)" if self.gpus else "no GPU"
+            cards = (f"{self.gpus} x {self.gpu_name} ({self.gpu_memory_bytes / GiB:.2f} GiB)" if self.gpus
+                     else "no GPU")
             return f"CUDA {self.cuda_version} build, {cards}"
         if self.build == "macos-arm64":
             return f"macOS arm64 build, MPS {'available' if self.mps else 'unavailable'}"
@@ -72,15 +89,42 @@ class SimulatedHost:
         return replace(self, gpus=gpus)
 
 
+def machine_host(machine_id: str = machines.DEFAULT, *, gpus: int | None = None,
+                 folder=None) -> SimulatedHost:
+    """The host a machine profile describes (`gpus` replaces its GPU count); MachineError for an unknown id."""
+    m = machines.get(machine_id, folder)
+    fields = dict(build=m.build, gpus=m.gpus if gpus is None else gpus, mps=m.mps, machine=m.id)
+    if m.build == "cuda":
+        fields.update(gpu_name=m.value("name"), gpu_memory_bytes=int(m.value("total_memory")),
+                      capability=tuple(m.value("capability")), multiprocessors=int(m.value("multiprocessors")))
+    elif m.build == "macos-arm64" and m.value("total_memory"):
+        fields.update(gpu_name=m.value("name") or "", gpu_memory_bytes=int(m.value("total_memory")))
+    return SimulatedHost(**fields)
+
+
 # The simulated host of every job on a host without a GPU, unless an exercise or `course run` asks otherwise.
-DEFAULT_HOST = SimulatedHost()
+DEFAULT_HOST = machine_host(machines.DEFAULT)
 # No simulation at all: torch as installed here (a CPU-only build). Benchmarks use it as their baseline.
 PLAIN_CPU = SimulatedHost(build="cpu", gpus=0)
 
 
-def host_for(*, build: str = "cuda", gpus: int | None = None, mps: bool | None = None) -> SimulatedHost:
-    """A host of the given build, otherwise like DEFAULT_HOST (a macOS build has MPS unless mps=False)."""
+def host_for(*, build: str = "cuda", gpus: int | None = None, mps: bool | None = None,
+             base: SimulatedHost = DEFAULT_HOST) -> SimulatedHost:
+    """A host of the given build, otherwise like `base` (a macOS build has MPS unless mps=False)."""
     if build == "cuda":
-        return DEFAULT_HOST if gpus is None else DEFAULT_HOST.with_gpus(gpus)
-    return replace(DEFAULT_HOST, build=build, gpus=gpus or 0,
+        return base if gpus is None else base.with_gpus(gpus)
+    return replace(base, build=build, gpus=gpus or 0,
                    mps=(build == "macos-arm64") if mps is None else mps)
+
+
+def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
+             build: str | None = None) -> SimulatedHost:
+    """The simulated host of one job: the machine named (else COURSE_SIM_MACHINE's), `gpus` GPUs, the data-less
+    thresholds of the settings; `build` swaps the torch build as `course run --build` does."""
+    folder = getattr(settings, "sim_machines_dir", None)
+    host = machine_host(machine or getattr(settings, "sim_machine", machines.DEFAULT), folder=folder)
+    host = replace(host, dataless_tensor_bytes=getattr(settings, "sim_dataless_tensor_bytes", DATALESS_TENSOR_BYTES),
+                   device_data_bytes=getattr(settings, "sim_device_data_bytes", DEVICE_DATA_BYTES))
+    if build is not None and build != host.build:
+        return host_for(build=build, gpus=gpus, base=host)
+    return host if gpus is None else host.with_gpus(gpus)

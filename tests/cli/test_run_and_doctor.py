@@ -72,4 +72,5 @@ def test_course_doctor_reports_layers_limits_and_devices():
         assert f"[on ] {layer}" in out
     assert "wall clock  10 s" in out and "memory      1024 MiB" in out
     assert "cpu: available" in out and "cuda:" in out
+    assert "Simulated machines" in out and "* h100" in out and "  t4 " in out
     assert "AF_INET socket denied" in out and "seccomp mode 2" in out

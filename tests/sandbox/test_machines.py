@@ -1,0 +1,82 @@
+"""Machine profiles (app/sandbox/machines/): loaded by one loader, picked by `course run --machine`, by
+COURSE_SIM_MACHINE and by a throw-away profile a test adds; seen by the program as torch reports the card."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.content.exercises import ExerciseSpec
+from app.sandbox import machines
+from app.sandbox.simhost import DEFAULT_HOST, machine_host
+
+COURSE = [str(Path(sys.executable).with_name("course"))]
+PROPS = ("import torch\n"
+         "p = torch.cuda.get_device_properties(0)\n"
+         "print(p.name, p.total_memory, (p.major, p.minor), p.multi_processor_count, torch.cuda.device_count(),\n"
+         "      torch.cuda.is_bf16_supported(including_emulation=False), sep='|')\n")
+IDS = {"t4", "l4", "a100-40gb", "a100-80gb", "h100", "h200", "b200", "mac-m3-max", "cpu"}
+
+
+def course(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*COURSE, *args], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "COURSE_ENV": "development", **env})
+
+
+def test_every_profile_loads_and_names_a_source_for_each_figure():
+    found = machines.load_all()
+    assert IDS <= set(found)
+    for m in found.values():
+        for figure in machines.FIGURES:
+            assert m.source(figure).strip(), (m.id, figure)
+        if m.build == "cuda":  # what torch would report agrees with the bf16 figure (capability >= 8.0)
+            assert m.value("bf16") == (m.value("capability")[0] >= 8), m.id
+
+
+def test_default_is_h100_with_the_memory_a_real_card_reports():
+    assert DEFAULT_HOST.machine == "h100" and DEFAULT_HOST.gpu_name == "NVIDIA H100 80GB HBM3"
+    assert DEFAULT_HOST.gpu_memory_bytes == 81089 << 20  # a published repr: total_memory=81089MB, not 80 GiB
+    assert machine_host("t4").capability == (7, 5) and machine_host("mac-m3-max").build == "macos-arm64"
+
+
+def test_a_profile_without_a_source_is_refused_naming_file_and_figure(tmp_path: Path):
+    data = json.loads((machines.FOLDER / "t4.json").read_text())
+    data["id"] = "bad"
+    del data["peak_flops"]["fp32"]["source"]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(machines.MachineError, match=r"bad\.json: figure 'peak_flops.fp32' needs a value and a source"):
+        machines.load_all(tmp_path)
+
+
+def test_exercise_yaml_machine_is_validated():
+    spec = ExerciseSpec.model_validate({"title": "t", "lesson": "l", "checks": [{"id": "a", "description": "d"}],
+                                        "machine": "l4"})
+    assert spec.machine == "l4"
+    with pytest.raises(ValueError, match="unknown machine 'l5'; one of a100-40gb"):
+        ExerciseSpec.model_validate({"title": "t", "lesson": "l", "checks": [{"id": "a", "description": "d"}],
+                                     "machine": "l5"})
+
+
+def test_course_run_machine_flag_setting_and_a_throw_away_profile(tmp_path: Path):
+    script = tmp_path / "props.py"
+    script.write_text(PROPS)
+    t4 = course("run", "--machine", "t4", "--gpus", "2", str(script))
+    assert t4.returncode == 0, t4.stderr
+    assert t4.stdout == f"Tesla T4|{15095 << 20}|(7, 5)|40|2|False\n"
+    l4 = course("run", str(script), COURSE_SIM_MACHINE="l4")
+    assert l4.returncode == 0 and l4.stdout.startswith("NVIDIA L4|") and l4.stdout.endswith("|(8, 9)|58|1|True\n")
+    data = json.loads((machines.FOLDER / "h100.json").read_text())
+    data.update(id="test-card", title="A throw-away card")
+    data["name"] = {"value": "Test Card 7GB", "source": "this test"}
+    data["total_memory"] = {"value": 7 << 30, "source": "this test"}
+    (tmp_path / "test-card.json").write_text(json.dumps(data))
+    card = course("run", "--machine", "test-card", str(script), COURSE_SIM_MACHINES_DIR=str(tmp_path))
+    assert card.returncode == 0, card.stderr
+    assert card.stdout == f"Test Card 7GB|{7 << 30}|(9, 0)|132|1|True\n"
+    unknown = course("run", "--machine", "t5", str(script))
+    assert unknown.returncode == 2 and "unknown machine 't5'; one of a100-40gb" in unknown.stderr
