@@ -1,6 +1,7 @@
 """Grade one submission: run it in the sandbox under the placement harness, then decide each check outside.
 
-The harness only reports facts (on its own pipe, with a per-job nonce); every pass/fail decision is made here
+The harness only reports facts (on its own pipe, echoing a per-job key it gets only after the learner's code has
+run); every pass/fail decision is made here
 and in the exercise's checks.py, from that report. stdout is shown to the learner but never read for a verdict,
 so printing "passed", writing files or exiting early cannot pass an exercise.
 """
@@ -43,13 +44,13 @@ def exercise_limits(exercise: Exercise, base):
 
 
 def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
-    """Return the sandbox job for a submission and the nonce its report must echo."""
+    """Return the sandbox job for a submission and the key (nonce) its report must echo (never in its payload)."""
     nonce = secrets.token_hex(16)
-    grade = {"exercise": exercise.slug, "probe": exercise.probe, "nonce": nonce}
+    grade = {"exercise": exercise.slug, "probe": exercise.probe}
     # the simulated host, where the job finds no GPU: the exercise's machine, else COURSE_SIM_MACHINE's
     host = job_host(get_settings(), machine=exercise.spec.machine, gpus=exercise.spec.gpus)
     job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
-              host=host, nproc=exercise.spec.nproc)
+              host=host, nproc=exercise.spec.nproc, key=nonce)
     return job, nonce
 
 

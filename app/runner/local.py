@@ -294,7 +294,8 @@ class LocalRunner:
         limits = None if handle.limits == self.limits else handle.limits.to_dict()
         gpu = handle.job.gpu and bool(self.gpu_slots)
         self._writer.write(protocol.encode(  # type: ignore[union-attr]
-            {"op": "run", "id": handle.id, "payload": handle.job.payload(), "limits": limits, "gpu": gpu}))
+            {"op": "run", "id": handle.id, "payload": handle.job.payload(), "limits": limits, "gpu": gpu,
+             "key": handle.job.key}))
         await self._writer.drain()  # type: ignore[union-attr]
         grace = self.hang_grace_s + (GPU_PREPARE_GRACE_S if gpu else 0)
         try:

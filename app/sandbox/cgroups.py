@@ -159,6 +159,15 @@ class JobCgroup:
         self.version = version
         self.dirs = dirs
 
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (the zygote's child joins the groups by their directories)."""
+        return {"version": self.version, "dirs": self.dirs}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobCgroup":
+        """Rebuild the groups' handle from to_dict()'s output."""
+        return cls(data["version"], dict(data["dirs"]))
+
     def create(self, limits, devices: list[tuple[int, int]] = ()) -> None:
         """Make the directories, allow only the given devices, and write the limits."""
         for d in self.dirs.values():

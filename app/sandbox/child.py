@@ -1,20 +1,24 @@
-"""Fork one job process from the fork server and isolate it before it sees any learner code.
+"""Fork one job process from the zygote and isolate it before it sees any learner code.
 
 Process tree of one job (root mode):
 
-    fork server ──fork──> outer child (root; joins the job's cgroups; unshares namespaces; waits)
-                            └──fork──> job process: pid 1 of its own pid namespace; builds the read-only root,
-                                       sets rlimits, drops to the slot's uid, loads seccomp, then blocks until
-                                       the server writes the job's payload, and runs the harness.
+    fork server (supervisor: holds the jobs' output, reads their pipes, enforces limits; forks no job)
+      └─ zygote (warm torch, the prepared context; holds nothing of any job: zygote.py; reaps the outer
+         children and passes their fates on to the server)
+           └─ outer child (root; joins the job's cgroups; unshares namespaces; waits)
+                └──fork──> job process: pid 1 of its own pid namespace; builds the read-only root,
+                           sets rlimits, drops to the slot's uid, loads seccomp, then blocks until
+                           the server writes the job's payload, and runs the harness.
 
 When the job process exits, the kernel kills every other process in its pid namespace, so daemons cannot
 outlive a job; the server's cgroup sweep catches anything else. The outer child re-raises the job's fate (exit code
 or signal) so the server reads it from an ordinary waitpid.
 
-File descriptors of the job process: 0 stdin at EOF, 1 stdout pipe, 2 stderr pipe, 3 payload pipe (read to EOF),
-4 report pipe (its first byte, b"R", tells the server isolation is complete; the harness writes after it),
-5 status pipe (the exit code, written after the output is flushed: the server answers without waiting for
-the exit of a process that maps all of torch, which takes longer than the job itself on a busy machine).
+File descriptors of the job process: 0 stdin at EOF, 1 stdout pipe, 2 stderr pipe, 3 payload pipe (the payload,
+length first; later the job's key, see app/sandbox/harness/channel.py), 4 report pipe (its first byte, b"R",
+tells the server isolation is complete; the harness writes after it), 5 status pipe (the key request, and the
+exit code, written after the output is flushed: the server answers without waiting for the exit of a process
+that maps all of torch, which takes longer than the job itself on a busy machine).
 """
 
 from __future__ import annotations
@@ -33,8 +37,11 @@ from dataclasses import dataclass, field
 from app.sandbox import isolation
 from app.sandbox import warm as warmmod
 
+# the same numbers as app/sandbox/harness/channel.py (a test holds them equal; importing the harness here would
+# import torch before the server has made it single-threaded)
 PAYLOAD_FD, REPORT_FD, STATUS_FD = 3, 4, 5
 READY = b"R"
+
 # exit code of a child whose isolation failed before any learner code ran
 SETUP_FAILED = 125
 # bytes; the payload pipe is enlarged so the server's write never blocks (source <= 64 KiB + grading spec)
@@ -68,7 +75,7 @@ class Context:
     gpu_plan: isolation.RootPlan | None  # plan + the GPU driver's libraries, for GPU slots' children
     harness: object  # the imported app.sandbox.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
-    server_pid: int = field(default_factory=os.getpid)
+    server_pid: int = field(default_factory=os.getpid)  # the outer children's parent: the zygote, once it runs
 
 
 @dataclass
@@ -89,8 +96,10 @@ class ChildProcess:
     pids_seen: set[int] = field(default_factory=set)  # the job's pids, for the GPU slot's release check
 
 
-def spawn(ctx: Context, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: bool = False) -> ChildProcess:
-    """Fork a child that isolates itself (warm: warms up first) and waits for its payload; return its pipes.
+def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: bool = False,
+          isolate: bool = True, userns: bool = False) -> ChildProcess:
+    """Have the zygote fork a child that isolates itself (warm: warms up first) and waits for its payload; return
+    its pipes. The pipes are made here, in the server, and only their child ends travel to the zygote.
 
     net: the child is made for a job of several ranks (see _isolate)."""
     out_r, out_w = os.pipe()
@@ -99,16 +108,28 @@ def spawn(ctx: Context, limits, slot: int, cgroup, warm: warmmod.Warm | None = N
     pay_r, pay_w = os.pipe()
     st_r, st_w = os.pipe()
     fcntl.fcntl(pay_w, fcntl.F_SETPIPE_SZ, PAYLOAD_PIPE_BYTES)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        _outer_child(ctx, limits, slot, cgroup, [out_w, err_w, pay_r, rep_w, st_w], warm, net)
-    for fd in (out_w, err_w, rep_w, pay_r, st_w):
-        os.close(fd)
+    request = {"limits": limits.to_dict(), "slot": slot, "net": net, "isolate": isolate, "userns": userns,
+               "cgroup": cgroup.to_dict() if cgroup is not None else None,
+               "warm": warm.to_dict() if warm is not None else None}
+    try:
+        pid = zygote.fork_child(request, [out_w, err_w, pay_r, rep_w, st_w])
+    finally:
+        for fd in (out_w, err_w, rep_w, pay_r, st_w):
+            os.close(fd)
     for fd in (out_r, err_r, rep_r, st_r):
         os.set_blocking(fd, False)
     return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm, net=net)
+
+
+def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) -> None:
+    """In the zygote's middle process's child: rebuild the request's objects and become the outer child."""
+    from app.sandbox.cgroups import JobCgroup
+
+    cgroup = JobCgroup.from_dict(request["cgroup"]) if request.get("cgroup") else None
+    warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
+    ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
+    _outer_child(ctx, limits_type.from_dict(request["limits"]), int(request["slot"]), cgroup, fds, warm,
+                 bool(request["net"]))
 
 
 def _arrange_fds(fds: list[int]) -> None:
@@ -246,12 +267,8 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None, 
         seccomp.load()  # also sets no_new_privs (in every thread, with TSYNC)
 
 
-def _read_payload() -> dict:
-    chunks = []
-    while chunk := os.read(PAYLOAD_FD, 1 << 16):
-        chunks.append(chunk)
-    os.close(PAYLOAD_FD)
-    return json.loads(b"".join(chunks))
+def _read_payload(channel) -> dict:
+    return json.loads(channel.read_payload(PAYLOAD_FD))
 
 
 def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
@@ -263,28 +280,30 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)
-    code = 1
+    code, out, err = 1, None, None
+    channel = ctx.harness.channel
     try:
-        payload = _read_payload()
+        payload = _read_payload(channel)
         if warm and payload.get("sandbox_limits"):  # this child was made before its job was known
             warmmod.tighten_rlimits(type(limits).from_dict(payload.pop("sandbox_limits")))
         sys.dont_write_bytecode = True
         sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
         text = {"buffering": 1, "encoding": "utf-8", "errors": "backslashreplace", "closefd": False}
-        sys.stdout = sys.__stdout__ = open(1, "w", **text)  # line-buffered: output streams as printed
-        sys.stderr = sys.__stderr__ = open(2, "w", **text)
-        code = ctx.harness.main(payload, REPORT_FD)
+        out = sys.stdout = sys.__stdout__ = open(1, "w", **text)  # line-buffered: output streams as printed
+        err = sys.stderr = sys.__stderr__ = open(2, "w", **text)
+        code = ctx.harness.main(payload, REPORT_FD, request_key=channel.request_key)
     except BaseException:  # noqa: BLE001 - the harness itself broke: show it like Python would
-        traceback.print_exc()
+        traceback.print_exc(file=err)
     finally:
-        for stream in (sys.stdout, sys.stderr):
+        # the streams made above, not sys.stdout: the learner's code may have replaced those with anything
+        for stream in (out, err):
             try:
                 stream.flush()
-            except (OSError, ValueError, io.UnsupportedOperation):
+            except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
                 pass
     code = code if isinstance(code, int) and 0 <= code <= 255 else 1
     try:
-        os.write(STATUS_FD, str(code).encode())
+        os.write(STATUS_FD, f"\n{code}\n".encode())
     except OSError:
         pass
     os._exit(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import struct
 
 from app.sandbox import child as childmod
 from app.sandbox import gpus, startup
@@ -17,6 +18,8 @@ from app.sandbox.limits import Limits
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
 
+# the payload's length, before it (app/sandbox/harness/channel.py reads it: the pipe stays open for the key)
+PAYLOAD_HEADER = struct.Struct(">Q")
 # why a job of several ranks cannot have real GPUs yet (docs/grading.md, "Several ranks")
 RANKS_ON_GPUS = ("a job of several ranks cannot run on this host's GPU slots yet (each slot holds one GPU, and a "
                  "rank needs its own); run it without needs_gpu: it runs on simulated GPUs")
@@ -48,7 +51,8 @@ class JobQueue:
         slot = self._new_uid_slot()
         devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
         cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
-        proc = childmod.spawn(self.ctx, limits, slot, cgroup, warm, net)
+        proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
+                              userns=self.ctx.userns)
         self.children[proc.pid] = proc
         self.setup_out[proc.pid] = bytearray()
         for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
@@ -69,12 +73,13 @@ class JobQueue:
                 if pool is not None:
                     pool.refill()
 
-    def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False) -> None:
+    def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False, key: str | None = None) -> None:
         """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots).
 
         A job of several ranks (payload `nproc` > 1) gets a child made for it: one whose network namespace has its
         loopback up and whose seccomp filter lets the ranks talk over it (child._isolate), under the limits of
-        the whole group of ranks (Limits.for_ranks)."""
+        the whole group of ranks (Limits.for_ranks). key: what the job's report must echo, handed to the job's
+        harness once, when it asks after the learner's code has run (channel.py); never part of the payload."""
         if gpu and self.gpu_refuse:
             self._send_error(job_id, self.gpu_refuse)
             return
@@ -83,13 +88,13 @@ class JobQueue:
             self._send_error(job_id, RANKS_ON_GPUS)
             return
         pool = self.gpu_pool if gpu and self.gpu_pool else self.cpu_pool
-        self.waiting.append((job_id, payload, limits.for_ranks(nproc), pool, nproc > 1))
+        self.waiting.append((job_id, payload, limits.for_ranks(nproc), pool, nproc > 1, key))
         self.dispatch()
 
     def dispatch(self) -> None:
         """Hand each waiting job, oldest first, to a ready child of its pool."""
         for entry in list(self.waiting):
-            job_id, payload, limits, pool, net = entry
+            job_id, payload, limits, pool, net, key = entry
             proc = pool.take(limits, net)
             if proc is None:
                 continue
@@ -97,10 +102,10 @@ class JobQueue:
             if isinstance(proc, str):
                 self._send_error(job_id, f"no GPU slot can take jobs: {proc}")
             else:
-                self._hand_over(proc, job_id, payload, limits)
+                self._hand_over(proc, job_id, payload, limits, key)
 
-    def _hand_over(self, proc, job_id: str, payload: dict, limits: Limits) -> None:
-        """Give the child its payload and start the job's wall clock."""
+    def _hand_over(self, proc, job_id: str, payload: dict, limits: Limits, key: str | None) -> None:
+        """Give the child its payload and start the job's wall clock; the payload pipe stays open for the key."""
         if proc.warm is not None:  # made before its job was known: the job's own limits apply from now
             payload = {**payload, "sandbox_limits": limits.to_dict()}
             if proc.cgroup is not None and limits != proc.limits:
@@ -109,19 +114,20 @@ class JobQueue:
                 except OSError as exc:
                     log(f"could not apply job {job_id}'s limits to its warm child: {exc}")
             proc.limits = limits
-        job = RunningJob(job_id, proc, self.send)
+        job = RunningJob(job_id, proc, self.send, key=key)
         job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
         proc.job = job
         self.jobs[job_id] = job
         data = json.dumps(payload).encode()
+        data = PAYLOAD_HEADER.pack(len(data)) + data
         try:
             if len(data) > childmod.PAYLOAD_PIPE_BYTES:
                 raise ValueError(f"job payload is {len(data)} bytes; at most {childmod.PAYLOAD_PIPE_BYTES}")
             os.write(proc.payload, data)
         except (OSError, ValueError) as exc:  # the child already died in setup: its result says why
             log(f"could not hand over job {job_id}: {exc}")
-        os.close(proc.payload)
-        proc.payload = None
+            os.close(proc.payload)
+            proc.payload = None
 
     def _send_error(self, job_id: str, message: str) -> None:
         self.send({"op": "done", "id": job_id, "result": startup.refused_result(message)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from typing import Callable
@@ -12,6 +13,15 @@ from typing import Callable
 REPORT_MAX = 4 << 20
 # bytes; a line longer than this is passed on in pieces so a newline-free flood still streams
 LINE_CHUNK = 8 << 10
+# bytes of one status-pipe token kept (the harness writes "K" or an exit code; anything longer is the learner's)
+STATUS_TOKEN_MAX = 16
+EXIT_CODE = re.compile(rb"[0-9]{1,3}")
+# why a report is not passed on to the grader (the grader then says the program ended before its results came)
+REPORT_REFUSED = {
+    "overflow": "its report was larger than the sandbox accepts",
+    "unreadable": "the grader could not read this run's report",
+    "key": "the program asked for the grader's key itself, so its report was discarded",
+}
 
 LIMIT_MESSAGES = {
     "wall": "wall-clock limit of {wall_s:g} s reached; the program was stopped",
@@ -33,8 +43,12 @@ def limit_message(limit: str, limits) -> str:
 class RunningJob:
     """One job between its payload being written and its result being sent."""
 
-    def __init__(self, job_id: str, child, send: Callable[[dict], None]) -> None:
+    def __init__(self, job_id: str, child, send: Callable[[dict], None], key: str | None = None) -> None:
         self.id = job_id
+        self.key = key  # what the report must echo; handed over once, when the harness asks (channel.py)
+        self.key_requests = 0
+        self.status_token = bytearray()
+        self.status_skip = False  # inside an overlong token: drop bytes up to the next newline
         self.child = child
         self.limits = child.limits
         self.send = send
@@ -109,6 +123,34 @@ class RunningJob:
             return
         self.report += data
 
+    def on_status(self, data: bytes) -> list[bytes]:
+        """Take bytes of the status pipe; return the complete tokens ("K", or an exit code) now readable.
+
+        Only short newline-ended tokens count; the harness starts each with a newline, so whatever the learner's
+        code wrote there before (it holds the pipe too) ends as a token of its own and is ignored."""
+        out = []
+        *complete, rest = data.split(b"\n")  # rest: what follows the last newline
+        for piece in complete:
+            token = b"" if self.status_skip else bytes(self.status_token) + piece
+            self.status_token.clear()
+            self.status_skip = False
+            if token and len(token) <= STATUS_TOKEN_MAX:
+                out.append(token)
+        if not self.status_skip:
+            if len(self.status_token) + len(rest) > STATUS_TOKEN_MAX:
+                self.status_token.clear()
+                self.status_skip = True
+            else:
+                self.status_token += rest
+        return out
+
+    def take_key(self) -> bytes | None:
+        """The bytes to write on the payload pipe for a key request: the key the first time, None after."""
+        self.key_requests += 1
+        if self.key_requests > 1:
+            return None
+        return (self.key or "").encode("ascii", "replace") + b"\n"
+
     # ------------------------------------------------------------------ result
     def _decide_limit(self, cgroup_oom: bool, pids_hit: bool, sig: int | None, stderr: str) -> str | None:
         if self.limit_hit:
@@ -128,7 +170,7 @@ class RunningJob:
     def result(self, *, cgroup_oom: bool, pids_hit: bool, setup_error: str | None) -> dict:
         """Build the result message; call once the job's processes are gone."""
         self.flush()
-        code = os.waitstatus_to_exitcode(self.status) if self.status is not None else None
+        code = _exit_code(self.status)
         exit_code, sig = (None, -code) if code is not None and code < 0 else (code, None)
         stderr = "".join(self.text["stderr"])
         limit = None if setup_error or self.cancelled else self._decide_limit(cgroup_oom, pids_hit, sig, stderr)
@@ -145,18 +187,38 @@ class RunningJob:
         else:
             status = "failed"
             message = f"exit code {exit_code}" if sig is None else f"killed by signal {signal.Signals(sig).name}"
+        report, refused = self._parsed_report()
+        if refused:
+            self.note(REPORT_REFUSED[refused])
         return {
             "status": status, "exit_code": exit_code, "signal": sig,
             "stdout": "".join(self.text["stdout"]), "stderr": "".join(self.text["stderr"]),
             "duration_ms": int((time.monotonic() - self.started) * 1000), "limit_hit": limit,
-            "report": self._parsed_report(), "message": message,
+            "report": report, "message": message,
         }
 
-    def _parsed_report(self) -> dict | None:
-        if self.report_overflow or not self.report:
-            return None
+    def _parsed_report(self) -> tuple[dict | None, str | None]:
+        """(the report, None), or (None, why it is refused: a key in REPORT_REFUSED), or (None, None): none came."""
+        if self.key_requests > 1:
+            return None, "key"
+        if self.report_overflow:
+            return None, "overflow"
+        if not self.report:
+            return None, None
         try:
             value = json.loads(bytes(self.report))
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
+        except (ValueError, RecursionError):  # bytes the learner's code wrote; nesting too deep for the parser
+            return None, "unreadable" if self.key_requests else None
+        if not isinstance(value, dict):
+            return None, "unreadable" if self.key_requests else None
+        return value, None
+
+
+def _exit_code(status: int | None) -> int | None:
+    """The exit code (negative: the signal) of a wait status; None when there is none or it is not one."""
+    if status is None:
+        return None
+    try:
+        return os.waitstatus_to_exitcode(status)
+    except (ValueError, OverflowError):
+        return None

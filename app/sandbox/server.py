@@ -1,15 +1,19 @@
-"""The fork server: imports torch once, then forks one isolated child per job.
+"""The fork server: imports torch once, then has one isolated child forked per job, and supervises them.
 
 Started by the runner as `python -m app.sandbox.server CONFIG_JSON CONTROL_FD` with a clean environment, so it
-holds no secrets and no database handle: whatever it holds, every child inherits. It talks to the runner over one
-Unix socket (framed JSON, see protocol.py):
+holds no secrets and no database handle. It holds the jobs' output, payloads, keys and reports, so it forks no
+job itself: right after preparing, before its first job, it forks the zygote (zygote.py), which forks every
+child from a heap that never held any job's data. Children are re-parented to this process (the subreaper),
+which reaps them, reads their pipes and enforces their limits. It talks to the runner over one Unix socket
+(framed JSON, see protocol.py):
 
-    runner -> server   {"op": "run", "id", "payload", "limits"}   {"op": "cancel", "id"}
+    runner -> server   {"op": "run", "id", "payload", "limits", "gpu", "key"}   {"op": "cancel", "id"}
     server -> runner   {"op": "ready", "info"}   {"op": "out", "id", "lines": [[stream, line], ...]}
                        {"op": "done", "id", "result"}
 
-The server is single-threaded (one selector loop): the parent of forked children must be, since a child forked
-while another thread holds a lock (or after an OpenMP region) can hang.
+The server is single-threaded (one selector loop), and so is the zygote: a child forked while another thread
+holds a lock (or after an OpenMP region) can hang. Everything read from a job (status, report, output) is
+bounded and validated; an exception while handling one job ends that job with an error and nothing else.
 """
 
 from __future__ import annotations
@@ -27,17 +31,23 @@ import traceback
 from collections import deque
 
 from app.sandbox import child as childmod
-from app.sandbox import gpus, isolation, pools, protocol, startup
+from app.sandbox import gpus, isolation, jobstate, pools, protocol, startup
 from app.sandbox.cgroups import CgroupManager
 from app.sandbox.jobqueue import JobQueue
 from app.sandbox.jobstate import RunningJob, limit_message
 from app.sandbox.limits import Limits
 from app.sandbox.startup import log
+from app.sandbox.zygote import Zygote
 
 # seconds between CPU-time checks of running jobs (the cgroup counts every thread and process of a job)
 CPU_POLL_S = 0.1
 # bytes read from a child's pipe at once
 READ_CHUNK = 1 << 16
+# bytes kept of what a child printed before it was given a job (a setup failure's words)
+SETUP_OUT_MAX = 64 << 10
+# a job whose bytes could not be read or passed on (see _fail_job): the job alone ends with this
+UNREADABLE = ("the grader could not read this run's report; this is not your code's fault if it ran normally: "
+              "run it again")
 
 
 class ForkServer(JobQueue):
@@ -59,6 +69,7 @@ class ForkServer(JobQueue):
         self.info: dict = {}
         self.setup_out: dict[int, bytearray] = {}
         self.closing = False
+        self.zygote: Zygote | None = None
         self._wake_r = self._wake_w = -1
 
     # ------------------------------------------------------------------ preparation
@@ -95,6 +106,8 @@ class ForkServer(JobQueue):
             gpu_plan=isolation.with_files(plan, gpus.driver_libraries()) if gpu_slots else None,
             harness=harness, pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
         )
+        # now, before any job: the zygote's heap is this process's as it is here, holding no job's data
+        self.zygote = Zygote.start(self.ctx)
         if not root and not userns and not unsafe:
             self.refuse = startup.NEEDS_ROOT
         self.base_devices = [gpus.device_numbers(f"/dev/{d}") for d in isolation.DEVICES]
@@ -168,8 +181,12 @@ class ForkServer(JobQueue):
 
     # ------------------------------------------------------------------ events
     def send(self, message: dict) -> None:
-        """Send one frame to the runner (blocking: the runner always reads)."""
-        self.sock.sendall(protocol.encode(message))
+        """Send one frame to the runner (blocking: the runner always reads); a result too large for one frame is
+        cut to fit (_within_frame), so no job can make a frame the runner refuses."""
+        frame = protocol.encode(message)
+        if len(frame) > protocol.MAX_FRAME and message.get("op") == "done":
+            frame = protocol.encode({**message, "result": _within_frame(message["result"])})
+        self.sock.sendall(frame)
 
     def on_pipe(self, kind: str, proc) -> bool:
         """Read what a child wrote on stdout, stderr or the report pipe; return False when nothing was there."""
@@ -184,22 +201,57 @@ class ForkServer(JobQueue):
         if kind == "report" and not proc.ready:
             proc.ready, data = True, data[1:]
         job = proc.job
+        if job is None:
+            if kind != "status":
+                self.setup_out[proc.pid] += data[: max(0, SETUP_OUT_MAX - len(self.setup_out[proc.pid]))]
+            return True
+        try:
+            self._on_job_bytes(kind, proc, job, data)
+        except Exception as exc:  # noqa: BLE001 - one job's bytes end that job, never the server
+            self._fail_job(proc, job, exc)
+        return True
+
+    def _on_job_bytes(self, kind: str, proc, job: RunningJob, data: bytes) -> None:
         if kind == "status":
-            if job is not None and job.status is None and data.strip().isdigit():
-                self.complete(proc, int(data.strip()) << 8)
-                # the job is over: nothing of it may run on (daemons, children); reaping follows when the
-                # processes have finished exiting, without delaying the result
-                if proc.cgroup is not None:
-                    proc.cgroup.signal_all()
-                else:
-                    self._kill_proc(proc)
-        elif job is None:
-            self.setup_out[proc.pid] += data
+            for token in job.on_status(data) if job.status is None else ():
+                if token == b"K":
+                    self._give_key(proc, job)
+                elif jobstate.EXIT_CODE.fullmatch(token) and int(token) <= 255:
+                    self.complete(proc, int(token) << 8)
+                    # the job is over: nothing of it may run on (daemons, children); reaping follows when the
+                    # processes have finished exiting, without delaying the result
+                    if proc.cgroup is not None:
+                        proc.cgroup.signal_all()
+                    else:
+                        self._kill_proc(proc)
+                    return
         elif kind == "report":
             job.on_report(data)
         elif not job.on_output(kind, data):
             self.kill(job, "output")
-        return True
+
+    def _give_key(self, proc, job: RunningJob) -> None:
+        """Answer the job's key request on its payload pipe: the first one with the key, every later one never."""
+        answer = job.take_key()
+        if proc.payload is None:
+            return
+        try:
+            if answer is not None:
+                os.write(proc.payload, answer)
+        except OSError:
+            pass
+        finally:
+            os.close(proc.payload)
+            proc.payload = None
+
+    def _fail_job(self, proc, job: RunningJob, exc: Exception) -> None:
+        """Handling this job's bytes raised: stop it and send it an error result; the server goes on."""
+        log(f"job {job.id}: {type(exc).__name__} while reading what it wrote: {exc}")
+        if job.status is None:
+            job.status = 0
+        self._kill_proc(proc)
+        if self.jobs.pop(job.id, None) is not None:  # its result was not sent yet
+            self.send({"op": "done", "id": job.id, "result": startup.refused_result(UNREADABLE)})
 
     def drain(self, proc) -> None:
         """Read everything left in a dead child's pipes (stop early if a straggler still holds one open)."""
@@ -208,18 +260,28 @@ class ForkServer(JobQueue):
                 pass
 
     def reap(self) -> None:
-        """Collect every exited child; finish the jobs whose outer child exited."""
+        """Finish the jobs whose outer child exited (the zygote reaps those and says how each ended); reap our
+        own children (the zygote; orphans that reach us, the subreaper)."""
         while True:
             try:
-                pid, status, usage = os.wait4(-1, os.WNOHANG)
+                pid, status, _usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
-                return
+                break
+            if self.zygote is not None and pid == self.zygote.pid:
+                log(f"the zygote exited (status {status}); stopping, so that the runner starts a fresh server")
+                self.closing = True
+        if self.zygote is None:
+            return
+        if not self.zygote.collect() and not self.closing:
+            log("the zygote closed its socket; stopping, so that the runner starts a fresh server")
+            self.closing = True
+        exits, self.zygote.exits = self.zygote.exits, []
+        for pid, status, cpu_s in exits:
             proc = self.children.pop(pid, None)
             if proc is not None:
-                # the outer child waited for the job process, so its usage includes the job's CPU time
-                proc.cpu_s = usage.ru_utime + usage.ru_stime
+                proc.cpu_s = cpu_s  # the outer child waited for the job process: the job's CPU time included
                 self.finish(proc, status)
 
     def finish(self, proc, status: int) -> None:
@@ -250,6 +312,8 @@ class ForkServer(JobQueue):
         job = proc.job
         job.status = status
         self.drain(proc)
+        if job.id not in self.jobs:  # reading what was left failed, and _fail_job already answered for it
+            return
         cg = proc.cgroup
         pools.note_gpu_pids(proc)
         job.cpu_s = job.cpu_used() if cg is not None else getattr(proc, "cpu_s", None)
@@ -258,8 +322,12 @@ class ForkServer(JobQueue):
             setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
             setup_error = "the sandbox could not start the job: " + (
                 ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
-        result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
-                            setup_error=setup_error)
+        try:
+            result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
+                                setup_error=setup_error)
+        except Exception as exc:  # noqa: BLE001 - this job's result could not be made: it alone ends in error
+            log(f"job {job.id}: {type(exc).__name__} while building its result: {exc}")
+            result = startup.refused_result(UNREADABLE)
         del self.jobs[job.id]
         self.send({"op": "done", "id": job.id, "result": result})
 
@@ -290,7 +358,7 @@ class ForkServer(JobQueue):
                 if self.refuse:
                     self._send_error(msg["id"], self.refuse)
                 else:
-                    self.start_job(msg["id"], msg["payload"], limits, gpu=bool(msg.get("gpu")))
+                    self.start_job(msg["id"], msg["payload"], limits, gpu=bool(msg.get("gpu")), key=msg.get("key"))
             elif msg["op"] == "cancel":
                 self.cancel(msg["id"])
 
@@ -314,6 +382,8 @@ class ForkServer(JobQueue):
                     os.read(self._wake_r, 512)
             elif kind == "control":
                 self.on_control(obj)
+            elif kind == "zygote":
+                pass  # its children's fates: read in reap(), below
             else:
                 self.on_pipe(kind, obj)
         self.reap()
@@ -331,6 +401,8 @@ class ForkServer(JobQueue):
     def serve(self) -> None:
         """Run until the runner closes the socket; then kill everything and clean up."""
         self.sel.register(self.sock.fileno(), selectors.EVENT_READ, ("control", protocol.FrameReader()))
+        if self.zygote is not None:
+            self.sel.register(self.zygote.sock.fileno(), selectors.EVENT_READ, ("zygote", None))
         try:
             self.send({"op": "ready", "info": self.info})
             while not self.closing:
@@ -350,11 +422,22 @@ class ForkServer(JobQueue):
         while self.children and time.monotonic() < deadline:
             self.reap()
             time.sleep(0.01)
+        if self.zygote is not None:
+            self.zygote.stop()
         if self.cgroups:
             self.cgroups.remove()
         if self.gpu_pool is not None and self.gpu_pool.monitor is not None:
             self.gpu_pool.monitor.close()
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _within_frame(result: dict) -> dict:
+    """The result cut to fit one frame: without its report (the run's results were too large to pass on), and with
+    the tail of each stream only. The frame's size is what this server encodes, whatever the job sent."""
+    budget = protocol.MAX_FRAME // 8  # characters per stream; JSON may spend up to 6 bytes on one
+    cut = {k: (v if len(v) <= budget else "[sandbox] output shortened to its last part\n" + v[-budget:])
+           for k, v in result.items() if k in ("stdout", "stderr")}
+    return {**result, **cut, "report": None, "status": "error", "message": UNREADABLE}
 
 
 def _readable(fd: int) -> bool:

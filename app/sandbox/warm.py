@@ -34,6 +34,16 @@ class Warm:
     gpu_memory_bytes: int = 0  # bytes of GPU memory the caching allocator may use; 0: no cap
     probe_thread: bool = False  # tests: start a thread now that, after isolation, tries refused syscalls
 
+    def to_dict(self) -> dict:
+        """Return a JSON-ready dict (the server asks the zygote for a child this way)."""
+        return {"gpu": self.gpu.to_dict() if self.gpu else None, "dev_root": self.dev_root,
+                "gpu_memory_bytes": self.gpu_memory_bytes, "probe_thread": self.probe_thread}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Warm":
+        """Rebuild a Warm from to_dict()'s output."""
+        return cls(**{**data, "gpu": GpuSlot.from_dict(data["gpu"]) if data.get("gpu") else None})
+
     def devices(self) -> list[tuple[str, str]]:
         """Return the (host path, name under /dev) device nodes the job's root gets."""
         return [(os.path.join(self.dev_root, n), n) for n in (self.gpu.nodes if self.gpu else ())]

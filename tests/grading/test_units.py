@@ -105,10 +105,11 @@ def test_verdict_json_shape():
     assert set(data["checks"][0]) == {"id", "passed", "message", "line", "reached"}
 
 
-def test_job_carries_probe_and_a_fresh_nonce():
+def test_job_carries_probe_and_a_fresh_nonce_beside_its_payload():
     ex = _exercise()
     (job1, nonce1), (_job2, nonce2) = build_job(ex, "pass"), build_job(ex, "pass")
-    assert job1.mode == "grade" and job1.grade["probe"] == ex.probe and job1.grade["nonce"] == nonce1
+    assert job1.mode == "grade" and job1.grade["probe"] == ex.probe and job1.key == nonce1
+    assert nonce1 not in str(job1.payload())  # the sandboxed child gets it only after the learner's code ran
     assert nonce1 != nonce2 and len(nonce1) == 32
 
 

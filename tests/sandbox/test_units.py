@@ -62,3 +62,30 @@ def test_report_is_parsed_and_bounded():
     job2.on_report(b"x" * (5 << 20))
     job2.status = 0
     assert job2.result(cgroup_oom=False, pids_hit=False, setup_error=None)["report"] is None
+
+
+def test_the_job_pipes_are_numbered_alike_on_both_sides():
+    """child.py cannot import the harness (that would import torch before the server made it single-threaded),
+    so the descriptor numbers and the payload header are written twice: here they are held equal."""
+    from app.sandbox import child, jobqueue
+    from app.sandbox.harness import channel
+
+    assert (child.PAYLOAD_FD, child.REPORT_FD, child.STATUS_FD) == (channel.PAYLOAD_FD, channel.REPORT_FD,
+                                                                    channel.STATUS_FD)
+    assert jobqueue.PAYLOAD_HEADER.format == channel.PAYLOAD_HEADER.format
+
+
+def test_status_pipe_tokens_are_short_and_newline_ended():
+    """What the learner's code writes on the status pipe (it holds it too) never reads as the harness's tokens."""
+    from types import SimpleNamespace
+
+    from app.sandbox.jobstate import RunningJob
+
+    job = RunningJob("j", SimpleNamespace(limits=SimpleNamespace(wall_s=1)), lambda m: None, key="k" * 32)
+    assert job.on_status(b"99999999") == []  # no newline yet
+    assert job.on_status(b"9" * 40 + b"\nK\n") == [b"K"]  # the overlong learner token is dropped, the K counts
+    # short learner tokens come through; the server acts only on K and on 0-255
+    assert job.on_status(b"junk") == [] and job.on_status(b"\n0\n") == [b"junk", b"0"]
+    forged = b'{"nonce": null, "probe": {}}'  # longer than any token: dropped, up to its newline
+    assert job.on_status(forged) == [] and job.on_status(b"\nK") == [] and job.on_status(b"\n") == [b"K"]
+    assert job.take_key() == b"k" * 32 + b"\n" and job.take_key() is None  # the key once, then never

@@ -23,41 +23,48 @@ package before forking, so the child never needs to read project files (which it
     unsimulated.py   the CUDA APIs that say, in one line, that they are not simulated
     wording.py       torch 2.13's own words for a device mismatch (from cuda_device_checks.json)
     messages.py      torch's other error texts, and the line for what is not simulated
+    channel.py       the job's pipes to the fork server, and the key the report echoes (asked for last)
+    stdio.py         the learner's sys.stdout / sys.stderr put back, and said so, where their code broke them
 """
 
 from __future__ import annotations
 
 import linecache
 import os
-import sys
 
 # Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
+from app.sandbox.harness import channel
 from app.sandbox.harness import grade as _grade
 from app.sandbox.harness import launch as _launch
 from app.sandbox.harness import plain as _plain
 from app.sandbox.harness import session as _session
+from app.sandbox.harness import stdio as _stdio
 from app.sandbox.harness import wording as _wording
 from app.sandbox.harness.host import Host
 
 _wording.warm_up()
 
 
-def main(payload: dict, report_fd: int | None) -> int:
+def main(payload: dict, report_fd: int | None, request_key=None) -> int:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
-    JSON report of facts to report_fd (see grade.py); the verdict is decided outside the sandbox. With `nproc` > 1
-    this process launches that many ranks, as torchrun would, and runs no learner code itself (launch.py).
+    JSON report of facts to report_fd (see grade.py), echoing the key request_key() returns once everything the
+    learner wrote has run (channel.py; None outside a sandboxed job: no key); the verdict is decided outside the
+    sandbox. With `nproc` > 1 this process launches that many ranks, as torchrun would, and runs no learner code
+    itself (launch.py).
     """
+    key_source = request_key or channel.no_key
     if int(payload.get("nproc") or 1) > 1:
-        return _launch.run(payload, report_fd)
+        return _launch.run(payload, report_fd, key_source)
     if payload.get("mode") == "grade":
         try:
-            return _grade.run_grade(payload, report_fd)
+            return _grade.run_grade(payload, report_fd, key_source)
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _stdio.flush_streams()
     filename = payload.get("filename", "main.py")
+    if request_key is not None:
+        channel.close_payload()  # a plain run asks for no key
     if report_fd is not None:
         os.close(report_fd)  # plain runs report nothing beyond their output
     code = payload["code"]
@@ -65,6 +72,5 @@ def main(payload: dict, report_fd: int | None) -> int:
     if Host.from_payload(payload.get("host")).simulated:
         _session.prepare(payload, filename, grading=False)  # the simulated host; nothing is reported
     status = _plain.run_plain(code, filename)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _stdio.flush_streams()
     return status

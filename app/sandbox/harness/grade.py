@@ -2,8 +2,10 @@
 
 The report is ONE JSON document written to report_fd after the learner's code and the probe have finished. The
 grader outside the sandbox turns it into a verdict; nothing here decides pass or fail. The report echoes the
-job's nonce, which is taken out of the payload before the learner's code runs, so bytes the learner's code writes
-to that pipe on its own do not read as a report (either they are not JSON, or they lack the nonce).
+job's key, which the harness asks the fork server for only after the learner's code and the probe have finished
+(channel.py), so the key is nowhere in this process while the learner's code runs: bytes that code writes to
+the pipe on its own do not read as a report (they are not JSON once the real report follows, or they lack the
+key), and if it asks for the key itself, the server gives it no second time and discards the report.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from contextlib import contextmanager
 
 import torch
 
-from app.sandbox.harness import placement, session
+from app.sandbox.harness import placement, session, stdio
 from app.sandbox.harness.builds import Availability
 from app.sandbox.harness.host import Host
 
@@ -183,13 +185,13 @@ def _write_report(report_fd: int | None, report: dict) -> None:
         os.close(report_fd)
 
 
-def run_grade(payload: dict, report_fd: int | None) -> int:
-    """Run the learner's file under the tracer, then the probe; write the report; return the exit code."""
+def run_grade(payload: dict, report_fd: int | None, request_key) -> int:
+    """Run the learner's file under the tracer, then the probe; ask for the key; write the report; return the
+    exit code."""
     grade = dict(payload.get("grade") or {})
-    nonce = grade.pop("nonce", None)
-    payload["grade"] = None  # the learner's code must not find the nonce or the probe in the payload
+    payload["grade"] = None  # the learner's code must not find the probe in the payload
     report, status = collect(payload, grade)
-    _write_report(report_fd, {"nonce": nonce, **report})
+    _write_report(report_fd, {"nonce": request_key(), **report})
     return status
 
 
@@ -211,9 +213,7 @@ def collect(payload: dict, grade: dict, show_traceback=None) -> tuple[dict, int]
     if grade.get("probe"):
         probe, probe_error = _run_probe(grade["probe"], namespace, ProbeAPI(tracer, avail, filename))
     tracer.uninstall()
-    with _quiet_stdout_errors():
-        sys.stdout.flush()
-        sys.stderr.flush()
+    stdio.flush_streams()
     tampered = avail.tampered() + [name for name, fn in originals.items()
                                    if fn is not None and fn is not _current(name)]
     report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),

@@ -10,8 +10,9 @@ the launcher; it runs no learner code. It
 * passes their output on line by line, prefixed `[default<r>]:` as `torchrun --tee 3` does;
 * when a rank fails, shows that rank's traceback first, then stops the others (SIGTERM, SIGKILL after a grace),
   as torchrun's agent does, and ends with torchrun's summary of the failure; the job then exits 1;
-* in grading mode merges the ranks' reports into the one report the grader reads, echoing the job's nonce,
-  which it took out of the payload before the first fork (report.py).
+* in grading mode merges the ranks' reports into the one report the grader reads, echoing the job's key,
+  which it asks the fork server for only once every rank is gone (channel.py; report.py). No rank can reach
+  the launcher's pipes (rank.py closes them) or its memory (the launcher is not dumpable).
 
 The ranks talk over the loopback of the job's own network namespace (the fork server brought it up and gave the
 job the seccomp variant that allows it); everything the job is limited by (processes, memory, CPU, the wall
@@ -242,25 +243,33 @@ class Launcher:
         return 0 if all(r.status == 0 for r in self.ranks) else 1
 
 
-def run(payload: dict, report_fd: int | None) -> int:
+def run(payload: dict, report_fd: int | None, request_key) -> int:
     """Launch the payload's `nproc` ranks, supervise them, write the job's one report; return the exit code."""
     nproc = int(payload["nproc"])
-    nonce = None
-    if payload.get("mode") == "grade":
-        grade = dict(payload.get("grade") or {})
-        nonce = grade.pop("nonce", None)  # before the first fork: no rank holds it, and only we write the report
-        payload = {**payload, "grade": grade}
     # a rank may signal the launcher (pid 1 here, so only signals it handles arrive): SIGINT must not stop it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the ranks run as our uid: not dumpable, /proc/1/fd and /proc/1/mem are not theirs to open
+    prctl(PR_SET_DUMPABLE, 0)
     launcher = Launcher(payload, nproc)
     launcher.start()
     launcher.supervise()
     if report_fd is not None:
-        if payload.get("mode") == "grade":
-            reportmod.write(report_fd, reportmod.merge(payload, launcher.ranks, launcher.root, nonce))
+        if payload.get("mode") == "grade":  # every rank has exited: only now does the key come into this process
+            reportmod.write(report_fd, reportmod.merge(payload, launcher.ranks, launcher.root, request_key()))
         else:
             os.close(report_fd)
     return launcher.exit_code()
+
+
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
+
+
+def prctl(option: int, value: int) -> None:
+    """prctl(2) with one argument (the harness imports nothing of the sandbox's jail)."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
 
 
 def _keep_store(port_w: int) -> None:

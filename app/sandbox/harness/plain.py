@@ -8,10 +8,12 @@ from __future__ import annotations
 import sys
 
 from app.sandbox.harness import grade as _grade
+from app.sandbox.harness import stdio
 
 
 def print_learner_traceback(exc: BaseException, filename: str) -> None:
     """Print a traceback that starts at the learner's own file: the sandbox's frames are noise to them."""
+    stdio.restore_streams()  # the learner's code may have set sys.stderr to None
     sys.stderr.write(_grade.format_learner_traceback(exc, filename))
 
 

@@ -1,0 +1,187 @@
+"""The zygote: the one process that forks job children. It holds nothing of any job, by construction.
+
+A forked child inherits its parent's whole heap. So the process that forks learners' children must never have
+held another job's data: not its output, code, payload, key or report. The fork server (server.py) holds all of
+those, so it does not fork jobs. Right after preparing (torch warmed up, the harness imported, the isolation
+context built), and before its first job, it forks this zygote, which then does one thing in a loop:
+
+    server -> zygote   one datagram: the child's request (limits, uid slot, cgroup directories, warm-up, net)
+                       as JSON, with the child's five pipe ends attached (SCM_RIGHTS)
+    zygote -> server   one datagram: {"pid": N} (or {"error": text})
+
+For each request it forks the outer child (child.py) at once and answers with its pid; it reaps its children
+and passes each one's fate on to the server, which finishes the job exactly as before:
+
+    zygote -> server   {"exit": pid, "status": wait status, "cpu_s": CPU seconds of the child and its job}
+
+Requests carry only what every child of that kind gets anyway, and the zygote learns nothing of a job but its
+pid and how it ended: what a child inherits from the zygote is the same for every job. The payload goes from the
+server straight into the child's payload pipe, and the key (harness/channel.py) only after the learner's code
+has run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import traceback
+
+from app.sandbox import isolation
+from app.sandbox.limits import Limits
+from app.sandbox.startup import freeze_heap, log
+
+# bytes; a request is a few hundred bytes of JSON (limits, slot, a cgroup's directories, a GPU slot)
+REQUEST_MAX = 1 << 16
+# pipe ends attached to one request: stdout, stderr, payload, report, status
+FDS_PER_CHILD = 5
+
+
+class Zygote:
+    """The server's handle on its zygote: ask it for a child, collect its children's fates, and stop it."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid, self.sock = pid, sock
+        self.exits: list[tuple[int, int, float]] = []  # (pid, wait status, CPU seconds) not yet handled
+
+    @classmethod
+    def start(cls, ctx) -> "Zygote":
+        """Fork the zygote from the calling (prepared, job-free) server."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _serve(ctx, theirs)  # never returns
+        theirs.close()
+        return cls(pid, ours)
+
+    def fork_child(self, request: dict, fds: list[int]) -> int:
+        """Have the zygote fork one outer child for this request with these pipe ends; return its pid."""
+        socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+        while True:
+            reply = self._receive(block=True)
+            if reply is None:
+                raise RuntimeError("the sandbox's zygote is gone")
+            if "exit" not in reply:
+                break
+        if "pid" not in reply:
+            raise RuntimeError(f"the sandbox's zygote could not fork a child: {reply.get('error')}")
+        return int(reply["pid"])
+
+    def collect(self) -> bool:
+        """Read every fate the zygote sent (the selector saw its socket readable); False once it is gone."""
+        while True:
+            try:
+                reply = self._receive(block=False)
+            except BlockingIOError:
+                return True
+            if reply is None:
+                return False
+
+    def _receive(self, block: bool) -> dict | None:
+        data = self.sock.recv(REQUEST_MAX, 0 if block else socket.MSG_DONTWAIT)
+        if not data:
+            return None
+        reply = json.loads(data)
+        if "exit" in reply:
+            self.exits.append((int(reply["exit"]), int(reply["status"]), float(reply["cpu_s"])))
+        return reply
+
+    def stop(self) -> None:
+        """Close the socket (the zygote exits when it reads EOF) and make sure it is gone."""
+        self.sock.close()
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _serve(ctx, sock: socket.socket) -> None:
+    """The zygote's whole life: fork a child per request, report each child's fate, until the server closes the
+    socket. Never returns."""
+    try:
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the server
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)  # the server stops us by closing the socket
+        wake_r, wake_w = os.pipe()
+        keep = sorted({0, 1, 2, sock.fileno(), wake_r, wake_w})
+        for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
+            os.closerange(low + 1, high)  # the runner's socket, the server's selector and wake-up pipe among them
+        for fd in (wake_r, wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        ctx.server_pid = os.getpid()  # the outer children's parent, whose death must end them
+        freeze_heap()
+        sel = selectors.DefaultSelector()
+        sel.register(sock, selectors.EVENT_READ, "request")
+        sel.register(wake_r, selectors.EVENT_READ, "child")
+        while True:
+            for key, _ in sel.select():
+                if key.data == "request":
+                    _answer(ctx, sock)
+                else:
+                    _drain(wake_r)
+            _report_exits(sock)
+    except BaseException:  # noqa: BLE001 - say why on the server's log, then go: the server notices at once
+        if not isinstance(sys.exc_info()[1], SystemExit):
+            traceback.print_exc()
+    finally:
+        os._exit(0)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _report_exits(sock: socket.socket) -> None:
+    """Reap every exited child and tell the server how each ended."""
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        # the outer child waited for the job process, so its usage includes the job's CPU time
+        sock.send(json.dumps({"exit": pid, "status": status, "cpu_s": usage.ru_utime + usage.ru_stime}).encode())
+
+
+def _answer(ctx, sock: socket.socket) -> None:
+    """Take one request and answer it with the new child's pid."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX, FDS_PER_CHILD)
+    if not data:
+        raise SystemExit(0)  # the server closed its end
+    try:
+        request = json.loads(data)
+        if len(fds) != FDS_PER_CHILD:
+            raise ValueError(f"{len(fds)} pipe ends came with the request, not {FDS_PER_CHILD}")
+        reply = {"pid": _fork(ctx, request, fds)}
+    except Exception as exc:  # noqa: BLE001 - one bad request is refused; the zygote goes on
+        log(f"zygote: could not fork a child: {exc}")
+        reply = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    sock.send(json.dumps(reply).encode())
+
+
+def _fork(ctx, request: dict, fds: list[int]) -> int:
+    """Fork the outer child of this request; return its pid."""
+    from app.sandbox import child as childmod
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        childmod.start_outer_child(ctx, request, fds, Limits)  # never returns
+    return pid
