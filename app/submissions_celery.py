@@ -6,8 +6,10 @@ they hold. What differs: the submission row is stored *before* the job is sent (
 queue's room is checked first (`admit`: Busy -> 429, Redis down -> 503, nothing stored); a row whose job could
 not be sent after all stays queued without `heartbeat_at`, and the sweeper sends it (app/leases.py). Events come
 from the job's Redis Stream, with Redis's entry ids as SSE ids, so a page reconnecting to any web server with
-Last-Event-ID gets exactly the rest. When Redis has nothing (it was down, or the stream expired) the stored
-row is the truth: a finished one ends the stream with its verdict.
+Last-Event-ID gets exactly the rest. An output event's id also says how far into stdout and stderr it reaches
+(`<entry id>/<stdout lines>:<stderr lines>`), so when Redis has nothing (it was down, or the stream expired) the
+stored row is the truth from exactly there: a finished one sends the output past the page's position, then its
+verdict.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class CeleryHub:
 
         It does not give up on a run that is slow to finish: the sweeper finishes every run, at worst as an error.
         """
-        follower = _Follower(self.runner.redis, submission_id, streams.valid_id(after) or "0")
+        follower = _Follower(self.runner.redis, submission_id, after)
         while True:
             entries = await follower.read()
             for event in follower.events(entries or []):
@@ -85,8 +87,8 @@ class CeleryHub:
                     yield event
                     if event[1] == "verdict":
                         return
-                for index, (kind, data) in enumerate(_stored_events(submission, follower.seen)):
-                    yield f"stored-{index}", kind, data
+                for event in _stored_events(submission, follower):
+                    yield event
                 return
             if entries is None:
                 await asyncio.sleep(ROW_POLL_S)
@@ -102,9 +104,12 @@ class CeleryHub:
 class _Follower:
     """Reads one job's stream from a cursor, turning a `start` after output into a `restart` event."""
 
-    def __init__(self, client, job_id: str, cursor: str) -> None:
+    def __init__(self, client, job_id: str, after: str | None) -> None:
+        cursor, position = streams.resume_point(after) or ("0", None)
         self.client, self.job_id, self.cursor = client, job_id, cursor
         self.seen = cursor != "0"  # the page holds output lines of an attempt (a reconnecting page does)
+        # how far into stdout and stderr the page is in this attempt; None: it holds output, but not how much
+        self.position: tuple[int, int] | None = position if self.seen else (0, 0)
 
     async def read(self, block_ms: int | None = streams.BLOCK_MS):
         """Return the next entries ([] when quiet), or None when Redis cannot be reached."""
@@ -121,18 +126,38 @@ class _Follower:
             if kind == "start":  # an attempt begins; after output of an earlier one, the page starts over
                 if self.seen:
                     yield entry_id, "restart", {"attempt": data.get("attempt"), "message": RESTARTED}
-                self.seen = False
+                self.seen, self.position = False, (0, 0)
                 continue
-            self.seen = self.seen or kind == "output"
-            yield entry_id, kind, data
+            upto = None
+            if kind == "output":
+                self.seen = True
+                upto = data.pop("upto", None)
+                upto = self.position = tuple(upto) if upto else None
+            yield streams.event_id(entry_id, upto), kind, data
 
 
-def _stored_events(submission: Submission, seen_output: bool) -> list[tuple[str, dict]]:
-    """The stored row's events: its verdict, after its output unless the page already has it from the stream."""
+def _stored_events(submission: Submission, follower: _Follower) -> list[tuple[str, str, dict]]:
+    """The stored row's events as (id, kind, data): the output past the page's position, then the verdict.
+
+    After a Redis outage mid-run the page holds the lines it read before; the rest of the output, the traceback
+    the checks point at included, is in the stored verdict. Only a page that holds output but not its position
+    (an id without one) gets the verdict alone, rather than lines twice.
+    """
     from app.submissions import stored_events
 
-    events = [(kind, data.data() if kind == "output" else data) for kind, data in stored_events(submission)]
-    return events[-1:] if seen_output else events
+    events = stored_events(submission)
+    if follower.position is None:
+        events = events[-1:]
+    seen = follower.position or (0, 0)
+    out = []
+    for index, (kind, data) in enumerate(events):
+        if kind == "output":
+            rest = data.after(seen)
+            if rest is not None:
+                out.append((f"stored-{index}", kind, rest.data()))
+        else:
+            out.append((f"stored-{index}", kind, data))
+    return out
 
 
 __all__ = ["CeleryHub", "RESTARTED"]

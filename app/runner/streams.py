@@ -63,12 +63,16 @@ class EventWriter:
         """Buffer one output line of a submission: lines go out as batches, one entry each, the stream capped."""
         batch = self._batcher.add(stream, line)
         if batch is not None:
-            self.add("output", batch.data())
+            self.add_batch(batch)
 
     def end_output(self) -> None:
         """The program ended: buffer what output is left (the tail of a capped stream) before the next entry."""
         for batch in self._batcher.close():
-            self.add("output", batch.data())
+            self.add_batch(batch)
+
+    def add_batch(self, batch) -> None:
+        """Buffer one batch as an `output` entry carrying its position (`upto`), which readers turn into ids."""
+        self.add("output", {**batch.data(), "upto": list(batch.upto)})
 
     def add(self, kind: str, data: dict) -> None:
         """Buffer one event; the next flush sends it."""
@@ -79,7 +83,7 @@ class EventWriter:
     async def flush(self) -> bool:
         """Send what is buffered in one round trip; keep it for the next flush if Redis is unreachable."""
         if self._batcher.due():
-            self.add("output", self._batcher.take().data())
+            self.add_batch(self._batcher.take())
         async with self._lock:
             if not self._pending:
                 return True
@@ -134,6 +138,10 @@ async def read(client: aioredis.Redis, job_id: str, after: str = "0", block_ms: 
 ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}", re.ASCII)
 
 
+# an SSE id on the tier: the entry's id, and for output how far into stdout and stderr it reaches
+RESUME_ID = re.compile(r"([0-9]{1,20}-[0-9]{1,20})(?:/([0-9]{1,18}):([0-9]{1,18}))?", re.ASCII)
+
+
 def valid_id(value: str | None) -> str | None:
     """Return a stream entry id given by a client (Last-Event-ID) if it is one, else None."""
     if not value:
@@ -141,4 +149,18 @@ def valid_id(value: str | None) -> str | None:
     return value if ENTRY_ID.fullmatch(value) else None
 
 
-__all__ = ["key", "connect", "EventWriter", "read", "decode", "valid_id", "PREFIX", "BLOCK_MS"]
+def event_id(entry_id: str, upto: tuple[int, int] | None) -> str:
+    """Return the SSE id of an entry: `<entry id>/<stdout lines>:<stderr lines>` for output, else the entry id."""
+    return entry_id if upto is None else f"{entry_id}/{upto[0]}:{upto[1]}"
+
+
+def resume_point(value: str | None) -> tuple[str, tuple[int, int] | None] | None:
+    """Return (entry id, position or None) from a Last-Event-ID `event_id` made; None for anything else."""
+    found = RESUME_ID.fullmatch(value or "")
+    if found is None:
+        return None
+    return found[1], (int(found[2]), int(found[3])) if found[2] is not None else None
+
+
+__all__ = ["key", "connect", "EventWriter", "read", "decode", "valid_id", "event_id", "resume_point", "PREFIX",
+           "BLOCK_MS"]

@@ -150,3 +150,47 @@ def test_course_run_and_grade_on_the_tier_show_escapes_visibly_on_a_terminal(tie
     code, seen = run_on_pty([sys.executable, "-m", "app.cli", "grade", "same-device", str(program)], env, cwd=ROOT)
     text = assert_nothing_raw(seen)
     assert code == 1 and "same-device: failed on" in text and "FAIL runs" in text, text
+
+
+def test_a_page_reading_through_a_redis_outage_mid_run_gets_every_line_then_the_verdict(tier, workers, tier_redis):
+    """Redis stops for 5 s after the page has the first line; the run ends meanwhile and its verdict is stored.
+    The page's stream goes on from the stored row, from exactly its position: every line once, then the verdict."""
+    import asyncio
+
+    from bench.clients import Learner
+    from tests.helpers import parse_sse
+    from tests.worker.test_tier_grading import run
+
+    lines = 8
+    code = (f"import sys, time\nfor i in range({lines}):\n    print('line', i, flush=True)\n    time.sleep(0.5)\n"
+            "print('and a last word', file=sys.stderr)\n" + SOLUTION)
+
+    async def scenario():
+        async with Learner(tier.web[0]) as learner:
+            response = await learner.request("POST", "/api/exercises/same-device/submissions", json={"code": code})
+            assert response.status_code == 202, response.text
+            submission_id = response.json()["id"]
+            text, outage = "", None
+            async with learner.client.stream("GET", f"/api/submissions/{submission_id}/events") as events:
+                async for chunk in events.aiter_text():
+                    text += chunk
+                    if outage is None and "line 0" in text:
+                        async def redis_away():
+                            await asyncio.to_thread(tier_redis.stop)
+                            await asyncio.sleep(5)
+                            await asyncio.to_thread(tier_redis.start)
+
+                        outage = asyncio.create_task(redis_away())
+            await outage
+            return submission_id, text
+
+    submission_id, text = run(scenario())
+    events = parse_sse(text)
+    assert [kind for kind, _ in events][-1] == "verdict" and events[-1][1]["status"] == "passed", events[-1]
+    verdict = events[-1][1]
+    seen = {stream: [line["line"] for kind, data in events if kind == "output" for line in data["lines"]
+                     if line["stream"] == stream] for stream in ("stdout", "stderr")}
+    assert seen["stdout"][:lines] == [f"line {i}" for i in range(lines)], seen  # each once, in order
+    assert seen["stdout"] == verdict["stdout"].splitlines() and seen["stderr"] == ["and a last word"], seen
+    stored = query(tier, "SELECT status, attempt FROM submissions WHERE id = :id", id=submission_id)
+    assert stored == [{"status": "passed", "attempt": 1}]
