@@ -4,9 +4,9 @@ checks: status codes, content types, response bodies and headers, valid data acc
 
 The app is the real one (real SQLite file, real sandbox runner started by the ASGI lifespan), and every request
 carries a signed-in learner's session cookie and CSRF token, so unsafe routes get past the CSRF check and the
-comment and account routes past 401. Starlette sessions are signed cookies: the fuzzer logging out or signing up
-never invalidates the cookie the next case sends; "log out everywhere" does (it raises the account's session
-version), so after such a case the version is put back and the cookie works again. The fuzzer never knows its own
+comment and account routes past 401. Logging out ends the cookie's session on the server (its `user_sessions`
+row) and "log out everywhere" raises the account's session version, so after either case the row and the version
+are put back and the cookie every case sends works again; signing up leaves it as it is. The fuzzer never knows its own
 password, so it cannot change it or delete its account. Half the generated path parameters are swapped for slugs and ids
 that exist, so routes run past their 404 (a random slug is never a lesson): comments are posted, edited and
 deleted, and submissions run in the sandbox.
@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 from schemathesis.python import asgi
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from app import comments, progress
 from app.config import Settings
 from app.main import create_app
-from app.models import User
+from app.models import User, UserSession
 from app.submissions import error_verdict
 from app.web.comments import MAX_ID
 from tests.helpers import TEST_PASSWORD, create_account, make_settings
@@ -73,6 +73,8 @@ schema = schemathesis.openapi.from_dict(openapi_document(), config=CONFIG)
 schema.app = SLOT
 # path parameter -> values that exist in the fuzzed app's database and course (filled in by `fuzzed_app`)
 EXISTING: dict[str, list] = {}
+# (user id, token hash) of the fuzzing learner's server-side session, put back after a case logs it out
+SIGNED_IN: list[tuple[int, str]] = []
 
 
 @schema.hook
@@ -118,6 +120,7 @@ def sign_in(app) -> tuple[Identity, User]:
     assert response.status_code == 200, response.text
     with app.state.db.session() as session:
         user = session.get(User, response.json()["user"]["id"])
+        SIGNED_IN.extend((row.user_id, row.token_hash) for row in session.scalars(select(UserSession)))
     return Identity(dict(browser.cookies), response.json()["csrf_token"]), user
 
 
@@ -152,6 +155,7 @@ def fuzzed_app(tmp_path_factory):
     yield app
     asgi.shutdown_lifespans()  # stop the runner that schemathesis's client started
     EXISTING.clear()
+    SIGNED_IN.clear()
     app.state.db.dispose()
 
 
@@ -166,12 +170,15 @@ def test_api_answers_without_5xx_and_as_documented(case, fuzzed_app):
     try:
         case.call_and_validate(headers=identity.headers, cookies=identity.cookies)
     finally:
-        if case.operation.path == "/api/account/logout-all":
-            restore_session_version(fuzzed_app)
+        if case.operation.path in ("/api/account/logout-all", "/api/auth/logout"):
+            restore_session(fuzzed_app)
 
 
-def restore_session_version(app) -> None:
-    """Undo "log out everywhere" for the fuzzing learner, so the cookie every case sends signs in again."""
+def restore_session(app) -> None:
+    """Undo "log out" and "log out everywhere" for the fuzzing learner, so the cookie every case sends signs in."""
     with app.state.db.session(write=True) as session:
         session.execute(update(User).where(User.email == FUZZER_EMAIL).values(session_version=0))
+        known = set(session.scalars(select(UserSession.token_hash)))
+        session.add_all(UserSession(user_id=user_id, token_hash=token_hash)
+                        for user_id, token_hash in SIGNED_IN if token_hash not in known)  # fmt: skip
         session.commit()
