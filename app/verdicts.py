@@ -31,6 +31,10 @@ CATCH_UP_BATCH = 500
 MAX_CLASHES = 3
 # the line Python prints last for an uncaught exception: `RuntimeError: Expected all tensors ...`
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?$", re.M)
+# torchrun's prefixes of a rank's lines (`--tee 3`, then torch's own once the rank joined its group)
+RANK_PREFIX = re.compile(r"(?:\[default(\d+)\]:)?(?:\[rank\d+\]: ?)?")
+# the launcher's summary of a failed rank, not the learner's exception
+LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",)
 
 
 def first_failed_check(verdict: dict[str, Any] | None) -> str | None:
@@ -42,8 +46,18 @@ def first_failed_check(verdict: dict[str, Any] | None) -> str | None:
 
 
 def exception_line(stderr: str | None) -> str | None:
-    """Return the last exception line of a program's stderr (`KeyError: 'x'`), cut to ERROR_LINE_CHARS."""
-    found = EXCEPTION_LINE.findall(stderr or "")
+    """Return the last exception line of a program's stderr (`KeyError: 'x'`), cut to ERROR_LINE_CHARS.
+
+    A job of several ranks prefixes each rank's lines (`[default1]:[rank1]: ValueError: ...`) and ends with the
+    launcher's own `ChildFailedError`; its exception is the one of the rank whose traceback comes first (the
+    launcher shows the first failure first), without the prefixes."""
+    lines = (stderr or "").splitlines()
+    ranks: dict[str | None, list[str]] = {}  # in the order the ranks' lines first appear
+    for line in lines:
+        if (m := RANK_PREFIX.match(line)) and m.end() and EXCEPTION_LINE.match(line[m.end():]):
+            ranks.setdefault(m.group(1), []).append(line[m.end():])
+    found = next(iter(ranks.values()), None) or [
+        line for line in lines if EXCEPTION_LINE.match(line) and not line.startswith(LAUNCHER_ERRORS)]
     return found[-1].strip()[:ERROR_LINE_CHARS] if found else None
 
 

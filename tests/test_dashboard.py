@@ -143,3 +143,41 @@ def test_a_catch_up_that_meets_rows_written_meanwhile_reads_again(tmp_path, monk
         assert verdicts.summarise_new_runs(session) == 4
     db.dispose()
     assert len(calls) == 2
+
+
+# what a two-rank job's stderr ends with when rank 1 fails first (ddp-training graded in the sandbox)
+DDP_STDERR = """[default1]:[rank1]: Traceback (most recent call last):
+[default1]:[rank1]:   File "main.py", line 21, in <module>
+[default1]:[rank1]:     loader = DataLoader(dataset, batch_size=32, sampler=sampler, shuffle=True)
+[default1]:[rank1]: ValueError: sampler option is mutually exclusive with shuffle
+[default0]:[rank0]: Traceback (most recent call last):
+[default0]:[rank0]:   File "main.py", line 23, in <module>
+[default0]:[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp, invalid usage
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+main.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 5)
+============================================================
+"""
+
+
+def test_a_crash_in_any_rank_of_a_ddp_attempt_counts_as_its_exception(tmp_path, course):
+    assert verdicts.exception_line(DDP_STDERR) == "ValueError: sampler option is mutually exclusive with shuffle"
+    rank0_only = DDP_STDERR.replace("[default1]:[rank1]: ValueError", "[default1]:[rank1]: X")
+    assert verdicts.exception_line(rank0_only).startswith("torch.distributed.DistBackendError: NCCL error in")
+    settings = make_settings(tmp_path, migrate=True)
+    db = Database(settings.database_url)
+    with db.session(write=True) as session, session.begin():
+        submission = progress.record_submission(session, learner_id="1" * 32, exercise_slug=EXERCISE, code="")
+        progress.finish_submission(session, submission_id=submission.id,
+                                   verdict=verdict("failed", "runs", DDP_STDERR))
+    with db.session(write=True) as session, session.begin():
+        verdicts.summarise_new_runs(session)
+    with db.session() as session:
+        [figures] = dashboard.exercise_figures(session, exercises=[course.exercises[EXERCISE]])
+    db.dispose()
+    assert figures.exceptions == [("ValueError: sampler option is mutually exclusive with shuffle", 1)]
