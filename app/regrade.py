@@ -10,19 +10,28 @@ The progress rule. A regrade can give a pass and never takes one away:
 - a learner whose passing code fails under the new checks keeps the pass they saw. The regrade counts them
   (`passes_kept`) and the exercise's page names them, so an instructor can write to them; nobody's progress
   moves backwards because a check was changed after they were told they had passed.
+
+A lease, as submissions have on the worker tier. A running regrade names its `holder` (host:pid:nonce) and renews
+`heartbeat_at` (the database's clock) every third of COURSE_RUNNER_LEASE_S while it runs. Once the lease has run
+out (the web server or `course regrade` running it was killed), the next `start` of that exercise's regrade, from
+the dashboard or the command line, takes the row over and resumes it: the submissions it graded keep their
+verdicts, the rest are graded. A holder that finds its lease taken stops without writing another verdict.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
+import socket
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app import progress, verdicts
@@ -30,7 +39,8 @@ from app.content.exercises import Exercise, read_exercise
 from app.dashboard import unsupported_passes
 from app.db import Database
 from app.errors import Refusal
-from app.models import Regrade, Submission, utcnow
+from app.leases import db_clock
+from app.models import Regrade, Submission, SubmissionVerdict, utcnow
 from app.runner.base import Busy
 from app.submissions import error_verdict
 
@@ -44,8 +54,21 @@ BUSY_WAIT_MAX_S = 2.0
 GRADER_FAILED = "The grader failed on this submission during a regrade (checks.py raised); see the server log."
 
 
+# seconds a regrade's lease lasts without a heartbeat when the caller names none (COURSE_RUNNER_LEASE_S's default)
+LEASE_S = 30.0
+
+
 class RegradeError(Refusal):
     """A regrade that cannot start: one is running already (409), or the exercise's checks are broken (400)."""
+
+
+class LeaseLost(Exception):
+    """Another process took this regrade over (its lease had run out): stop, writing nothing more."""
+
+
+def holder_name() -> str:
+    """Return a name for this process's regrades: host, pid and a nonce (a restarted process is another)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def _to_regrade(exercise_slug: str, since: datetime | None):
@@ -59,23 +82,54 @@ def count_to_regrade(session: Session, *, exercise_slug: str, since: datetime | 
     return session.scalar(select(func.count()).select_from(_to_regrade(exercise_slug, since).subquery())) or 0
 
 
-def start(session: Session, *, exercise: Exercise, since: datetime | None = None,
-          requested_by: int | None = None) -> Regrade:  # fmt: skip
-    """Record a regrade of an exercise's stored submissions (created at or after `since`) and return it.
+def start(session: Session, *, exercise: Exercise, since: datetime | None = None, requested_by: int | None = None,
+          holder: str, lease_s: float = LEASE_S) -> Regrade:  # fmt: skip
+    """Record a regrade of an exercise's stored submissions (created at or after `since`), held by `holder`, and
+    return it; or take over a running one whose lease ran out, and return that (`resumed` is then True).
 
-    Refuse (409) while another regrade of the exercise runs, and (400) when its checks.py does not import.
+    Refuse (409) while another regrade of the exercise runs under a live lease, and (400) when its checks.py does
+    not import.
     """
     running = session.scalar(select(Regrade).where(Regrade.exercise_slug == exercise.slug,
                                                    Regrade.status == "running"))
     if running is not None:
-        raise RegradeError(409, f"A regrade of {exercise.slug} is already running (#{running.id}, {running.done} of "
-                                f"{running.total} done); wait for it to finish.")
+        if not _take_over(session, running.id, holder, lease_s):
+            raise RegradeError(409, f"A regrade of {exercise.slug} is already running (#{running.id}, "
+                                    f"{running.done} of {running.total} done); wait for it to finish.")
+        session.refresh(running)
+        log.warning("took over regrade #%d of %s (%d of %d done): its lease ran out", running.id,
+                    exercise.slug, running.done, running.total)
+        running.resumed = True
+        return running
     _check_checks(exercise)
     total = count_to_regrade(session, exercise_slug=exercise.slug, since=since)
-    regrade = Regrade(exercise_slug=exercise.slug, since=since, requested_by=requested_by, total=total)
+    regrade = Regrade(exercise_slug=exercise.slug, since=since, requested_by=requested_by, total=total,
+                      holder=holder, heartbeat_at=db_clock())
     session.add(regrade)
     session.flush()
+    session.refresh(regrade)
     return regrade
+
+
+def _take_over(session: Session, regrade_id: int, holder: str, lease_s: float) -> bool:
+    """Make `holder` the holder of a running regrade whose lease ran out (or that never had one)."""
+    stale = or_(Regrade.heartbeat_at.is_(None), Regrade.heartbeat_at < db_clock(-lease_s))
+    result = session.execute(update(Regrade).where(Regrade.id == regrade_id, Regrade.status == "running", stale)
+                             .values(holder=holder, heartbeat_at=db_clock()),
+                             execution_options={"synchronize_session": False})
+    return result.rowcount == 1
+
+
+def renew(session: Session, *, regrade_id: int, holder: str) -> bool:
+    """Renew `holder`'s lease on a running regrade; False when it no longer holds it."""
+    result = session.execute(update(Regrade).where(_held(regrade_id, holder)).values(heartbeat_at=db_clock()),
+                             execution_options={"synchronize_session": False})
+    return result.rowcount == 1
+
+
+def _held(regrade_id: int, holder: str | None):
+    held = and_(Regrade.id == regrade_id, Regrade.status == "running")
+    return held if holder is None else and_(held, Regrade.holder == holder)
 
 
 def _check_checks(exercise: Exercise) -> None:
@@ -108,34 +162,68 @@ class _Patient:
 
 
 async def run(db: Database, runner: Any, *, exercise: Exercise, regrade_id: int, concurrency: int = 2,
-              on_progress: Callable[[int, int], None] | None = None) -> Regrade:  # fmt: skip
-    """Grade every submission of a started regrade, `concurrency` jobs at a time; return the finished row.
+              on_progress: Callable[[int, int], None] | None = None, holder: str | None = None,
+              lease_s: float = LEASE_S) -> Regrade:  # fmt: skip
+    """Grade every submission of a started regrade not graded by it yet, `concurrency` jobs at a time, renewing
+    `holder`'s lease; return the finished row.
 
     Learners' runs share the sandbox with it: keeping at most `concurrency` jobs queued lets theirs in between.
-    `on_progress(done, total)` is called after each submission. A failure marks the regrade failed and raises.
+    `on_progress(done, total)` is called after each submission (a resumed regrade starts at what it had done).
+    A failure marks the regrade failed and raises; a lease taken over raises LeaseLost and writes nothing.
     """
+    beats = asyncio.create_task(_heartbeat(db, regrade_id, holder, lease_s)) if holder else None
     try:
-        ids = await anyio.to_thread.run_sync(_submission_ids, db, regrade_id)
+        ids, done = await anyio.to_thread.run_sync(_submission_ids, db, regrade_id)
         pending = iter(ids)
-        done = 0
+        total = done + len(ids)
 
         async def worker() -> None:
             nonlocal done
             for submission_id in pending:  # one shared iterator: each id is taken by exactly one worker
                 code = await anyio.to_thread.run_sync(_code, db, submission_id)
                 verdict = await _grade(exercise, code, runner)
-                await anyio.to_thread.run_sync(_store, db, regrade_id, submission_id, verdict)
+                await anyio.to_thread.run_sync(_store, db, regrade_id, submission_id, verdict, holder)
                 done += 1
                 if on_progress is not None:
-                    on_progress(done, len(ids))
+                    on_progress(done, total)
 
-        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
-        return await anyio.to_thread.run_sync(_finish, db, regrade_id)
+        work = asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+        if beats is not None:
+            await asyncio.wait([work, beats], return_when=asyncio.FIRST_COMPLETED)
+            if beats.done():  # the lease was lost: stop grading
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+                beats.result()
+        await work
+        return await anyio.to_thread.run_sync(_finish, db, regrade_id, holder)
+    except LeaseLost:
+        log.warning("regrade #%d was taken over by another process; this one stops", regrade_id)
+        raise
     except BaseException as exc:
         message = "interrupted: the server stopped" if isinstance(exc, asyncio.CancelledError) else \
             f"{type(exc).__name__}: {exc}"
-        await asyncio.shield(anyio.to_thread.run_sync(_fail, db, regrade_id, message))
+        await asyncio.shield(anyio.to_thread.run_sync(_fail, db, regrade_id, message, holder))
         raise
+    finally:
+        if beats is not None:
+            beats.cancel()
+
+
+async def _heartbeat(db: Database, regrade_id: int, holder: str, lease_s: float) -> None:
+    """Renew the lease every third of it until cancelled; raise LeaseLost once another process holds it."""
+    def beat() -> bool:
+        with db.session(write=True) as session, session.begin():
+            return renew(session, regrade_id=regrade_id, holder=holder)
+
+    while True:
+        await asyncio.sleep(lease_s / 3)
+        try:
+            held = await anyio.to_thread.run_sync(beat)
+        except Exception:  # a database outage: try again next period; the lease may run out meanwhile
+            log.exception("could not renew the lease of regrade #%d", regrade_id)
+            continue
+        if not held:
+            raise LeaseLost(regrade_id)
 
 
 async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
@@ -149,15 +237,17 @@ async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
         return error_verdict(exercise.slug, GRADER_FAILED)
 
 
-def _submission_ids(db: Database, regrade_id: int) -> list[str]:
-    """Return the submissions to grade, and make them the regrade's total (a run may have finished since it
-    was counted)."""
+def _submission_ids(db: Database, regrade_id: int) -> tuple[list[str], int]:
+    """Return the submissions still to grade and how many this regrade graded already (a resumed one has some),
+    and make their sum the regrade's total (a run may have finished since it was counted)."""
     with db.session(write=True) as session, session.begin():
         regrade = session.get(Regrade, regrade_id)
         query = _to_regrade(regrade.exercise_slug, regrade.since).order_by(Submission.created_at, Submission.id)
-        ids = list(session.scalars(query))
-        regrade.total = len(ids)
-        return ids
+        graded = set(session.scalars(select(SubmissionVerdict.submission_id)
+                                     .where(SubmissionVerdict.regrade_id == regrade_id)))
+        ids = [i for i in session.scalars(query) if i not in graded]
+        regrade.total, regrade.done = len(ids) + len(graded), len(graded)
+        return ids, len(graded)
 
 
 def _code(db: Database, submission_id: str) -> str:
@@ -165,9 +255,13 @@ def _code(db: Database, submission_id: str) -> str:
         return session.scalar(select(Submission.code).where(Submission.id == submission_id))
 
 
-def _store(db: Database, regrade_id: int, submission_id: str, verdict: dict) -> None:
-    """Append one verdict, apply the progress rule to its learner, and count it on the regrade (one commit)."""
+def _store(db: Database, regrade_id: int, submission_id: str, verdict: dict, holder: str | None = None) -> None:
+    """Append one verdict, apply the progress rule to its learner, and count it on the regrade (one commit);
+    raise LeaseLost, storing nothing, when `holder` no longer holds the regrade."""
     with db.session(write=True) as session, session.begin():
+        if holder is not None and session.scalar(select(Regrade.id).where(_held(regrade_id, holder))
+                                                 .with_for_update()) is None:
+            raise LeaseLost(regrade_id)
         submission = session.get(Submission, submission_id)
         before, row = verdicts.add_regrade_verdict(session, submission=submission, regrade_id=regrade_id,
                                                    verdict=verdict)
@@ -187,19 +281,21 @@ def _store(db: Database, regrade_id: int, submission_id: str, verdict: dict) -> 
         session.execute(update(Regrade).where(Regrade.id == regrade_id).values(**counts))
 
 
-def _finish(db: Database, regrade_id: int) -> Regrade:
+def _finish(db: Database, regrade_id: int, holder: str | None = None) -> Regrade:
     with db.session(write=True) as session, session.begin():
         regrade = session.get(Regrade, regrade_id)
+        if holder is not None and regrade.holder != holder:
+            raise LeaseLost(regrade_id)
         regrade.passes_kept = len(unsupported_passes(session, exercise_slug=regrade.exercise_slug))
         regrade.status = "finished"
         regrade.finished_at = utcnow()
         return regrade
 
 
-def _fail(db: Database, regrade_id: int, message: str) -> None:
+def _fail(db: Database, regrade_id: int, message: str, holder: str | None = None) -> None:
     with db.session(write=True) as session, session.begin():
         regrade = session.get(Regrade, regrade_id)
-        if regrade is not None and regrade.running:
+        if regrade is not None and regrade.running and (holder is None or regrade.holder == holder):
             regrade.status = "interrupted" if message.startswith("interrupted") else "failed"
             regrade.message = message
             regrade.finished_at = utcnow()
@@ -209,10 +305,12 @@ class BackgroundRegrades:
     """The regrades this web process runs for the dashboard's button, each an asyncio task; progress lives in
     the database, so any web worker can show it. `close` cancels them (they are marked interrupted)."""
 
-    def __init__(self, db: Database, runner: Any, concurrency: int) -> None:
+    def __init__(self, db: Database, runner: Any, concurrency: int, lease_s: float = LEASE_S) -> None:
         self.db = db
         self.runner = runner
         self.concurrency = concurrency
+        self.lease_s = lease_s
+        self.holder = holder_name()  # the holder of every regrade this process starts or takes over
         self._loop = asyncio.get_running_loop()  # made in the app's lifespan; routes call launch from threads
         self._tasks: set[asyncio.Task] = set()
 
@@ -222,13 +320,13 @@ class BackgroundRegrades:
 
     def _create(self, exercise: Exercise, regrade_id: int) -> None:
         task = self._loop.create_task(run(self.db, self.runner, exercise=exercise, regrade_id=regrade_id,
-                                          concurrency=self.concurrency))
+                                          concurrency=self.concurrency, holder=self.holder, lease_s=self.lease_s))
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), LeaseLost):
             log.error("a regrade failed", exc_info=task.exception())
 
     async def close(self) -> None:
@@ -281,5 +379,6 @@ def as_json(regrade: Regrade) -> dict[str, Any]:
             "started_at": iso(regrade.started_at), "finished_at": iso(regrade.finished_at)}
 
 
-__all__ = ["RegradeError", "BackgroundRegrades", "current_exercise", "count_to_regrade", "start", "run",
+__all__ = ["RegradeError", "LeaseLost", "holder_name", "renew",
+           "BackgroundRegrades", "current_exercise", "count_to_regrade", "start", "run",
            "interrupt_running", "get", "recent", "as_json", "REGRADED_STATUSES"]

@@ -23,15 +23,15 @@ from app.db import Database
 DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
 
 
-def _start(db: Database, exercise, since: datetime | None):
+def _start(db: Database, exercise, since: datetime | None, holder: str, lease_s: float):
     with db.session(write=True) as session, session.begin():
         try:
-            return regrading.start(session, exercise=exercise, since=since)
+            return regrading.start(session, exercise=exercise, since=since, holder=holder, lease_s=lease_s)
         except regrading.RegradeError as exc:
             raise click.ClickException(visible(exc.message)) from None
 
 
-def _run(db: Database, settings, exercise, row, bar) -> object:
+def _run(db: Database, settings, exercise, row, bar, holder: str) -> object:
     from app.runner import open_runner
 
     async def main():
@@ -39,7 +39,8 @@ def _run(db: Database, settings, exercise, row, bar) -> object:
             await runner.ready()
             return await regrading.run(db, runner, exercise=exercise, regrade_id=row.id,
                                        concurrency=settings.runner_concurrency,
-                                       on_progress=lambda done, total: bar.update(1))
+                                       on_progress=lambda done, total: bar.update(1), holder=holder,
+                                       lease_s=settings.runner_lease_s)
 
     return asyncio.run(main())
 
@@ -62,7 +63,11 @@ def regrade(slug: str, since: datetime | None) -> None:
     exercise = find_exercise(slug, settings.exercises_dir)
     db = Database(settings.database_url)
     try:
-        row = _start(db, exercise, since.replace(tzinfo=UTC) if since else None)
+        holder = regrading.holder_name()
+        row = _start(db, exercise, since.replace(tzinfo=UTC) if since else None, holder, settings.runner_lease_s)
+        if row.resumed:
+            click.echo(f"resuming regrade #{row.id} of {slug} ({row.done} of {row.total} done): the process running "
+                       "it stopped", err=True)
         if row.total == 0:
             click.echo(f"{slug}: no stored submissions to regrade" + (f" since {since:%Y-%m-%d %H:%M}" if since
                                                                       else ""))
@@ -71,8 +76,9 @@ def regrade(slug: str, since: datetime | None) -> None:
         started = time.perf_counter()
         with click.progressbar(length=row.total, label=f"regrade #{row.id}", file=sys.stderr,
                                show_pos=True) as bar:  # fmt: skip
+            bar.update(row.done)
             try:
-                result = _run(db, settings, exercise, row, bar)
+                result = _run(db, settings, exercise, row, bar, holder)
             except Exception as exc:  # noqa: BLE001 - the regrade is marked failed; say why and exit 1
                 raise click.ClickException(visible(f"regrade #{row.id} failed: {type(exc).__name__}: {exc}")) from None
         _report(result, time.perf_counter() - started)

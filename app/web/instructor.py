@@ -35,7 +35,7 @@ async def lifespan(app: FastAPI):
     if settings.runner == "local":
         await anyio.to_thread.run_sync(_interrupt_running, app.state.db)
     app.state.regrades = regrade.BackgroundRegrades(app.state.db, getattr(app.state, "runner", None),
-                                                    settings.runner_concurrency)
+                                                    settings.runner_concurrency, settings.runner_lease_s)
     try:
         yield
     finally:
@@ -198,7 +198,8 @@ def _launch(request: Request, session, slug: str, user_id: int, since: datetime 
         raise regrade.RegradeError(503, "The sandbox runner is not running; the operator should check "
                                         "`course doctor`.")
     exercise = regrade.current_exercise(request.app.state.settings.exercises_dir, slug)
-    started = regrade.start(session, exercise=exercise, since=since, requested_by=user_id)
+    started = regrade.start(session, exercise=exercise, since=since, requested_by=user_id,
+                            holder=background.holder, lease_s=background.lease_s)
     session.commit()
     background.launch(exercise, started.id)
     return started

@@ -94,9 +94,9 @@ def wait_for(check, what: str, bound: float = BOUND_S):
     raise AssertionError(f"{what} within {bound} s")
 
 
-def course(tier, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], env=tier.env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=BOUND_S, **kw)
+def course(tier, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], env={**tier.env, **env}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=BOUND_S)
 
 
 @pytest.mark.skipif(FAKETIME_LIB is None, reason="needs libfaketime (Debian: apt-get install faketime)")
@@ -194,3 +194,62 @@ def test_a_page_reading_through_a_redis_outage_mid_run_gets_every_line_then_the_
     assert seen["stdout"] == verdict["stdout"].splitlines() and seen["stderr"] == ["and a last word"], seen
     stored = query(tier, "SELECT status, attempt FROM submissions WHERE id = :id", id=submission_id)
     assert stored == [{"status": "passed", "attempt": 1}]
+
+
+def test_a_regrade_whose_web_server_is_killed_is_taken_over_once_its_lease_ran_out(tier, workers):
+    """SIGKILL `course serve` mid-regrade: the row stays running, but only for a lease. Then the dashboard's
+    button takes it over and finishes it (same regrade, every submission graded once), and `course regrade` runs."""
+    import asyncio
+
+    from bench.clients import Learner
+    from tests.worker.test_tier_grading import run
+
+    slug, count = "same-device", 6
+    created = course(tier, "users", "create", "ines@example.org", "--name", "Ines", "--instructor",
+                     COURSE_NEW_USER_PASSWORD="a long password")
+    assert created.returncode == 0, created.stderr
+
+    async def submissions():
+        async with Learner(tier.web[0]) as learner:
+            return await asyncio.gather(*(learner.submit(slug, slow_solution(3, 0.4)) for _ in range(count)))
+
+    assert all(o.verdict["status"] == "passed" for o in run(submissions()))
+
+    async def instructor(action):
+        async with Learner(tier.web[0]) as ines:
+            signed_in = await ines.request("POST", "/api/auth/login",
+                                           json={"email": "ines@example.org", "password": "a long password"})
+            assert signed_in.status_code == 200, signed_in.text
+            ines.client.headers["X-CSRF-Token"] = signed_in.json()["csrf_token"]
+            return await action(ines)
+
+    async def start_regrade(ines):
+        return await ines.request("POST", f"/api/instructor/exercises/{slug}/regrades", json={})
+
+    first = run(instructor(start_regrade))
+    assert first.status_code == 202, first.text
+    regrade_id = first.json()["id"]
+    regrade = f"SELECT status, done, total, holder FROM regrades WHERE id = {int(regrade_id)}"
+    wait_for(lambda: query(tier, regrade)[0]["done"] >= 1, "the regrade graded a submission")
+    url, web = tier.webs[0]
+    os.killpg(web.pid, signal.SIGKILL)  # as a crash would: nothing marks the regrade interrupted
+    web.wait()
+    tier.webs.pop(0)
+    tier.start_web(int(url.rsplit(":", 1)[1]))
+    stalled = query(tier, regrade)[0]
+    assert stalled["status"] == "running" and stalled["done"] < stalled["total"] == count, stalled
+
+    def taken_over():
+        again = run(instructor(start_regrade))
+        assert again.status_code in (202, 409), again.text  # 409 while the dead server's lease lasts
+        return again if again.status_code == 202 else None
+
+    resumed = wait_for(taken_over, "the dashboard took the regrade over", bound=30)
+    assert resumed.json()["id"] == regrade_id  # the same regrade, resumed, not a second one
+    finished = wait_for(lambda: (r := query(tier, regrade)[0])["status"] != "running" and r, "the regrade finished")
+    assert (finished["status"], finished["done"], finished["total"]) == ("finished", count, count), finished
+    per_submission = query(tier, "SELECT submission_id, count(*) AS n FROM submission_verdicts WHERE regrade_id = "
+                                 f"{int(regrade_id)} GROUP BY submission_id")
+    assert len(per_submission) == count and all(r["n"] == 1 for r in per_submission), per_submission
+    again = course(tier, "regrade", slug)
+    assert again.returncode == 0 and f"regraded {count} submissions" in again.stdout, again.stderr

@@ -1,0 +1,60 @@
+"""A regrade's lease (app/regrade.py), against SQLite and a real PostgreSQL: a running regrade under a live lease
+refuses a second start; once its lease ran out (its process died) the next start takes it over and resumes it,
+and the old holder can write nothing more. Times are moved in the database, so no test waits for a lease."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import update
+
+from app import ROOT, regrade
+from app.content.exercises import load_exercise
+from app.db import Database
+from app.leases import db_clock
+from app.models import Regrade
+
+pytestmark = [pytest.mark.both_databases]
+
+LEASE_S = 30.0
+EXERCISE = load_exercise(ROOT / "exercises" / "same-device")
+
+
+@pytest.fixture
+def db(settings):
+    from app.db import upgrade
+
+    upgrade(settings.database_url)
+    database = Database(settings.database_url)
+    yield database
+    database.dispose()
+
+
+def step(db, fn, **kw):
+    with db.session(write=True) as session, session.begin():
+        return fn(session, **kw)
+
+
+def start(session, holder):
+    row = regrade.start(session, exercise=EXERCISE, holder=holder, lease_s=LEASE_S)
+    return row.id, row.resumed, row.holder
+
+
+def age(db, regrade_id: int, seconds: float) -> None:
+    with db.session(write=True) as session, session.begin():
+        session.execute(update(Regrade).where(Regrade.id == regrade_id).values(heartbeat_at=db_clock(-seconds)))
+
+
+def test_a_live_lease_refuses_a_second_start_and_a_stale_one_is_taken_over(db):
+    regrade_id, resumed, holder = step(db, start, holder="web-a")
+    assert (resumed, holder) == (False, "web-a")
+    with pytest.raises(regrade.RegradeError) as refused:
+        step(db, start, holder="web-b")
+    assert refused.value.status_code == 409 and "already running" in refused.value.message
+    assert step(db, regrade.renew, regrade_id=regrade_id, holder="web-a")
+    age(db, regrade_id, LEASE_S + 1)  # web-a was killed: no heartbeat for a lease
+    assert step(db, start, holder="web-b") == (regrade_id, True, "web-b")
+    assert not step(db, regrade.renew, regrade_id=regrade_id, holder="web-a")  # web-a, if alive, stops
+    with pytest.raises(regrade.LeaseLost):
+        regrade._store(db, regrade_id, "any-submission", {}, "web-a")
+    with pytest.raises(regrade.RegradeError):  # web-b's lease is live
+        step(db, start, holder="web-c")
