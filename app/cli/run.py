@@ -11,7 +11,7 @@ import click
 from app.cli.terminal import echo, echo_output
 from app.config import get_settings
 from app.sandbox.machines import MachineError
-from app.sandbox.simhost import BUILDS, MAX_GPUS, job_host
+from app.sandbox.simhost import BUILDS, MAX_GPUS, MAX_NODES, job_host
 
 
 @click.command()
@@ -30,8 +30,12 @@ from app.sandbox.simhost import BUILDS, MAX_GPUS, job_host
 @click.option("--nproc", "--nproc-per-node", "nproc", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Rank processes, as `torchrun --standalone --nproc-per-node=N` starts them (rank r's GPU is "
                    "cuda:r; --gpus defaults to N).")
+@click.option("--nnodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
+              help="Simulated machines, each running `torchrun --nnodes=M --nproc-per-node=N --rdzv-backend=c10d` "
+                   "(M x N ranks in all; each machine has its own GPUs, --gpus of them: a rank's GPU is "
+                   "cuda:LOCAL_RANK).")
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
-        nproc: int) -> None:
+        nproc: int, nnodes: int) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job, run_job_sync
 
@@ -42,15 +46,18 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
         echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
         sys.exit(2)
     settings = get_settings()
+    if nproc * nnodes > MAX_GPUS:
+        raise click.UsageError(f"--nnodes {nnodes} x --nproc-per-node {nproc} is {nproc * nnodes} ranks; a job runs "
+                               f"at most {MAX_GPUS}")
     try:
         host = job_host(settings, machine=machine, build=build)
         if gpus is None and nproc > 1 and host.build == "cuda":
-            gpus = nproc  # torchrun on a machine with one GPU per rank
+            gpus = nproc  # torchrun on machines with one GPU per local rank
         host = job_host(settings, machine=machine, build=build, gpus=gpus)
     except (MachineError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    result = run_job_sync(Job(code=code, filename=file.name, host=host, nproc=nproc), settings,
-                          on_output=None if as_json else echo_output)
+    job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes)
+    result = run_job_sync(job, settings, on_output=None if as_json else echo_output)
     if as_json:
         click.echo(json.dumps(result.summary()))
     elif result.status not in ("ok", "failed"):

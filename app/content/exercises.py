@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.content.schema import ContentError, ContentInvalid
 from app.content.yaml_errors import parse_mapping, validate
-from app.sandbox.simhost import MAX_GPUS
+from app.sandbox.simhost import MAX_GPUS, MAX_NODES
 
 EXPECT_LINE = re.compile(r"^#\s*expect:\s*([a-z][a-z0-9_]*)\s*$")
 # limits an exercise may tighten (never loosen past the site's settings); values in seconds / bytes
@@ -50,10 +50,13 @@ class CheckSpec(BaseModel):
 
 class LaunchSpec(BaseModel):
     """`launch:` run the learner's file as `torchrun --standalone --nproc-per-node=N` would: N ranks, rank r on
-    cuda:r (torchrun's own flag name, so an author can copy it from a launch command)."""
+    cuda:r (torchrun's own flag names, so an author can copy them from a launch command). With `nnodes: M`, as
+    `torchrun --nnodes=M --nproc-per-node=N --rdzv-backend=c10d` on each of M simulated machines: M * N ranks,
+    each machine with its own GPUs (a rank's GPU is cuda:LOCAL_RANK)."""
 
     model_config = ConfigDict(extra="forbid")
     nproc_per_node: int = Field(ge=1, le=MAX_GPUS)
+    nnodes: int = Field(default=1, ge=1, le=MAX_NODES)
 
 
 class ExerciseSpec(BaseModel):
@@ -98,9 +101,13 @@ class ExerciseSpec(BaseModel):
         unknown = sorted(set(self.limits) - LIMIT_KEYS)
         if unknown:
             raise ValueError(f"unknown limits {unknown}; allowed: {sorted(LIMIT_KEYS)}")
-        if self.nproc > 1 and self.gpus < self.nproc:
-            raise ValueError(f"launch.nproc_per_node is {self.nproc} but gpus is {self.gpus}: rank r uses cuda:r, so "
-                             f"set gpus: {self.nproc} (or more)")
+        per_node = self.launch.nproc_per_node if self.launch else 1
+        if self.nproc > MAX_GPUS:
+            raise ValueError(f"launch asks for {self.nproc} ranks (nnodes x nproc_per_node); a job runs at most "
+                             f"{MAX_GPUS}")
+        if per_node > 1 and self.gpus < per_node:
+            raise ValueError(f"launch.nproc_per_node is {per_node} but gpus is {self.gpus}: rank r uses cuda:r, so "
+                             f"set gpus: {per_node} (or more)")
         if self.nproc > 1 and self.needs_gpu:
             raise ValueError("needs_gpu cannot go with launch.nproc_per_node > 1 yet: a GPU slot holds one GPU and "
                              "every rank needs its own; leave needs_gpu out (the ranks run on simulated GPUs)")
@@ -108,8 +115,13 @@ class ExerciseSpec(BaseModel):
 
     @property
     def nproc(self) -> int:
-        """Rank processes per job (1 unless `launch:` asks for more)."""
-        return self.launch.nproc_per_node if self.launch else 1
+        """Rank processes per job, on every machine together (1 unless `launch:` asks for more)."""
+        return self.launch.nproc_per_node * self.launch.nnodes if self.launch else 1
+
+    @property
+    def nnodes(self) -> int:
+        """Simulated machines the ranks are spread over (1 unless `launch: {nnodes}` asks for more)."""
+        return self.launch.nnodes if self.launch else 1
 
     @property
     def check_ids(self) -> list[str]:

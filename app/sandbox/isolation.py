@@ -53,7 +53,9 @@ NOFILE = 256
 # binds to the address its host name resolves to, and c10d names each peer with getnameinfo(); a peer that
 # reached an IPv6 socket over IPv4 shows as ::ffff:127.0.0.1, which needs its own line (else c10d warns on every
 # connection, after a DNS lookup that cannot succeed here).
-RANKS_HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n::ffff:127.0.0.1 localhost sandbox\n"
+# node0..node3: the simulated machines of a job of several machines (harness/rank.py), all on the job's loopback
+RANKS_HOSTS = ("127.0.0.1 sandbox localhost node0 node1 node2 node3\n::1 localhost ip6-localhost\n"
+               "::ffff:127.0.0.1 localhost sandbox\n")
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 

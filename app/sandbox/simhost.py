@@ -24,6 +24,9 @@ BUILDS: tuple[str, ...] = ("cuda", "macos-arm64", "cpu")
 GiB = 1 << 30
 # GPUs one simulated host may have; a DGX node has 8, and a learner's program rarely asks for more
 MAX_GPUS = 8
+# simulated machines in one job of several ranks (torchrun --nnodes); all their ranks together are at most
+# MAX_GPUS, since every rank is a whole torch process under the job's one set of limits
+MAX_NODES = 4
 MiB = 1 << 20
 # bytes; a simulated GPU tensor this large is kept without values (shape, dtype, memory only): the sandbox's
 # 1 GiB cannot back a real card's tensors. COURSE_SIM_DATALESS_TENSOR_BYTES changes it

@@ -74,3 +74,14 @@ def test_course_doctor_reports_layers_limits_and_devices():
     assert "cpu: available" in out and "cuda:" in out
     assert "Simulated machines" in out and "* h100" in out and "  t4 " in out
     assert "AF_INET socket denied" in out and "seccomp mode 2" in out
+
+
+def test_course_run_nnodes_starts_two_machines(tmp_path: Path):
+    script = tmp_path / "envs.py"
+    script.write_text("import os\nprint(os.environ['RANK'], os.environ['GROUP_RANK'])\n")
+    done = course("run", "--nnodes", "2", "--nproc-per-node", "2", str(script))
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["node0: [default0]:0 0", "node0: [default1]:1 0",
+                                                "node1: [default0]:2 1", "node1: [default1]:3 1"]
+    too_many = course("run", "--nnodes", "3", "--nproc-per-node", "3", str(script))
+    assert too_many.returncode == 2 and "9 ranks; a job runs at most 8" in too_many.stderr

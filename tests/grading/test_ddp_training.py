@@ -68,7 +68,7 @@ def test_the_first_failing_ranks_traceback_comes_first_and_the_others_are_stoppe
     assert "[default1]:[rank1]: ValueError: rank one broke" in stderr
     assert "main.py FAILED" in stderr and "Root Cause (first observed failure):" in stderr
     root = stderr.index("Root Cause (first observed failure):")
-    assert stderr[root + 2] == "  rank      : 1 (local_rank: 1)"
+    assert stderr[root + 4] == "  rank      : 1 (local_rank: 1)"
     stopped = [line for line in stderr[:root] if line.startswith("  exitcode  : -15 (pid: ")]
     assert len(stopped) == 1 and stopped[0].endswith(" (SIGTERM)")  # rank 0, stopped while it waited
     assert "unreachable" not in verdict.stdout

@@ -173,3 +173,16 @@ def test_exercise_limits_only_tighten():
                                                                                                  "cpu_s": 20}})}), base)
     assert limits.wall_s == 10.0 and limits.cpu_s == 5 and isinstance(limits.cpu_s, int)
     assert exercise_limits(ex, None) is None
+
+
+def test_launch_on_several_machines_counts_every_rank_and_gives_each_machine_its_gpus():
+    good = yaml.safe_load((ROOT / "exercises/same-device/exercise.yaml").read_text())
+    spec = ExerciseSpec.model_validate({**good, "gpus": 2, "launch": {"nnodes": 2, "nproc_per_node": 2}})
+    assert (spec.nproc, spec.nnodes) == (4, 2)  # gpus is per machine: rank r's GPU is cuda:LOCAL_RANK
+    with pytest.raises(ValueError, match="10 ranks"):
+        ExerciseSpec.model_validate({**good, "gpus": 5, "launch": {"nnodes": 2, "nproc_per_node": 5}})
+    with pytest.raises(ValueError, match="nnodes"):
+        ExerciseSpec.model_validate({**good, "gpus": 2, "launch": {"nnodes": 0, "nproc_per_node": 2}})
+    ex = _exercise()
+    job, _ = build_job(ex.model_copy(update={"spec": spec}), "pass")
+    assert (job.payload()["nproc"], job.payload()["nnodes"], job.payload()["host"]["gpus"]) == (4, 2, 2)

@@ -106,8 +106,13 @@ def test_a_failing_rank_fails_the_job_and_its_summary_names_it(sandbox):
     code = "import os, sys, time\nif os.environ['RANK'] == '1':\n    sys.exit(3)\ntime.sleep(30)\n"
     r = run_ranks(sandbox, code)
     assert (r.status, r.exit_code, r.limit_hit) == ("failed", 1, None)  # torchrun exits 1 whatever the rank's code
+    assert "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" in r.stderr  # torchrun's own
     tail = r.stderr[r.stderr.index("ranks.py FAILED"):]
-    assert "Root Cause (first observed failure):\n[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 3" in tail
+    root = tail.split("Root Cause (first observed failure):\n")[1].splitlines()
+    assert root[0] == "[1]:" and re.fullmatch(r"  time      : \d{4}-\d\d-\d\d_\d\d:\d\d:\d\d", root[1])
+    assert root[2] == "  host      : sandbox" and root[3] == "  rank      : 1 (local_rank: 1)"
+    assert root[4].startswith("  exitcode  : 3 (pid: ") and root[5] == "  error_file: <N/A>"
+    assert root[6] == "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
     assert "(SIGTERM)" in tail.split("Root Cause")[0]  # rank 0 stopped, not left to sleep
 
 

@@ -259,9 +259,11 @@ class Distributed:
             return
         self.communicator = device
         store, rank = dist.distributed_c10d._get_default_store(), dist.get_rank()
-        store.set(NCCL_DEVICE_KEY.format(rank=rank), device)
+        # NCCL tells GPUs apart by host and bus: the same cuda:0 on two machines is two GPUs
+        where = f"{os.environ.get('GROUP_RANK', '0')}/{device}"
+        store.set(NCCL_DEVICE_KEY.format(rank=rank), where)
         for other in range(dist.get_world_size()):
-            if other != rank and store.get(NCCL_DEVICE_KEY.format(rank=other)).decode() == device:
+            if other != rank and store.get(NCCL_DEVICE_KEY.format(rank=other)).decode() == where:
                 bus = BUS_FIRST + BUS_STEP * int(device.rsplit(":", 1)[1])
                 raise dist.DistBackendError(messages.NCCL_DUPLICATE_GPU.format(rank=rank, other=other, bus=bus))
 

@@ -47,10 +47,14 @@ STORE_TIMEOUT = datetime.timedelta(seconds=300)
 class Rank:
     """The launcher's view of one rank process."""
 
-    def __init__(self, index: int, pid: int, fds: dict[str, int]) -> None:
+    def __init__(self, index: int, pid: int, fds: dict[str, int], local: int | None = None,
+                 node: int | None = None) -> None:
         self.index, self.pid, self.fds = index, pid, fds  # fds: stdout, stderr, channel (read ends)
+        self.local = index if local is None else local  # LOCAL_RANK
+        self.node = node  # GROUP_RANK on a job of several machines; None on one machine
         self.pending = {"stdout": bytearray(), "stderr": bytearray(), "channel": bytearray()}
         self.status: int | None = None  # wait status once reaped
+        self.ended: float | None = None  # when it was reaped (wall clock): the failure's `time` in torchrun's summary
         self.traceback: str | None = None
         self.failed_at: float | None = None
         self.report: dict | None = None
@@ -59,7 +63,10 @@ class Rank:
 
     @property
     def prefix(self) -> bytes:
-        return f"[{rankmod.ROLE}{self.index}]:".encode()
+        """torchrun's `[default<local rank>]:`; on several machines, the machine's name first (each machine's
+        agent prints its own ranks' lines, and the job's output holds every machine's)."""
+        machine = "" if self.node is None else rankmod.NODE.format(self.node) + ": "
+        return f"{machine}[{rankmod.ROLE}{self.local}]:".encode()
 
     @property
     def failed(self) -> bool:
@@ -71,6 +78,7 @@ class Launcher:
 
     def __init__(self, payload: dict, nproc: int) -> None:
         self.payload, self.nproc = payload, nproc
+        self.nnodes = max(1, int(payload.get("nnodes") or 1))
         self.ranks: list[Rank] = []
         self.by_pid: dict[int, Rank] = {}
         self.keeper: int | None = None
@@ -90,7 +98,7 @@ class Launcher:
         port = self._start_store()
         run_id = str(uuid.uuid4())  # what --standalone makes its rendezvous id
         for index in range(self.nproc):
-            self._start_rank(index, rankmod.environment(index, self.nproc, port, run_id))
+            self._start_rank(index, rankmod.environment(index, self.nproc, port, run_id, self.nnodes))
 
     def _start_store(self) -> int:
         """Fork the process that holds the group's TCPStore; return its port."""
@@ -122,7 +130,8 @@ class Launcher:
             os.close(w)
             os.set_blocking(r, False)
             fds[kind] = r
-        rank = Rank(index, pid, fds)
+        rank = Rank(index, pid, fds, local=int(env["LOCAL_RANK"]),
+                    node=int(env["GROUP_RANK"]) if self.nnodes > 1 else None)
         for kind, fd in fds.items():
             self.sel.register(fd, selectors.EVENT_READ, (rank, kind))
         self.ranks.append(rank)
@@ -147,7 +156,7 @@ class Launcher:
             _signal(self.keeper, signal.SIGKILL)
             _wait(self.keeper)
         if self.root is not None:
-            _write(2, reportmod.failure_summary(self.payload.get("filename") or "main.py", self.root, self.ranks))
+            _write(2, reportmod.failure_summaries(self.payload.get("filename") or "main.py", self.root, self.ranks))
 
     def _read(self, rank: Rank, kind: str) -> bool:
         """Read what a rank wrote on one pipe; False at its end (or nothing there)."""
@@ -201,7 +210,7 @@ class Launcher:
                 break
             rank = self.by_pid.get(pid)
             if rank is not None and rank.status is None:
-                rank.status = status
+                rank.status, rank.ended = status, time.time()
                 self._drain(rank)
                 exited.append(rank)
         failed = sorted((r for r in exited if r.failed), key=lambda r: (r.failed_at or time.monotonic(), r.index))

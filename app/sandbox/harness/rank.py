@@ -30,11 +30,21 @@ ROLE = "default"
 MAX_FD = 1024
 
 
-def environment(rank: int, nproc: int, port: int, run_id: str) -> dict[str, str]:
-    """What `torchrun --standalone --nproc-per-node=N` puts in a worker's environment (one node: local = global)."""
-    env = {"RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank), "ROLE_NAME": ROLE,
-           "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc), "WORLD_SIZE": str(nproc),
-           "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1",
+# the host name of simulated machine g (/etc/hosts of a job of several ranks maps node0.. to its loopback)
+NODE = "node{}"
+
+
+def environment(rank: int, nproc: int, port: int, run_id: str, nnodes: int = 1) -> dict[str, str]:
+    """What torchrun's agent puts in a worker's environment (torch/distributed/elastic/agent/server/
+    local_elastic_agent.py, `_start_workers`): `--standalone --nproc-per-node=N` on one machine (local = global),
+    or `--nnodes=M --nproc-per-node=N --rdzv-backend=c10d` on each of M machines: nproc = M * N ranks in all,
+    rank r on machine r // N as its local rank r % N, and MASTER_ADDR the host of machine 0, where the
+    rendezvous' store is."""
+    per_node = nproc // nnodes
+    master = "127.0.0.1" if nnodes == 1 else NODE.format(0)
+    env = {"RANK": str(rank), "GROUP_RANK": str(rank // per_node), "ROLE_RANK": str(rank), "ROLE_NAME": ROLE,
+           "LOCAL_RANK": str(rank % per_node), "LOCAL_WORLD_SIZE": str(per_node), "WORLD_SIZE": str(nproc),
+           "GROUP_WORLD_SIZE": str(nnodes), "ROLE_WORLD_SIZE": str(nproc), "MASTER_ADDR": master,
            "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
            "TORCHELASTIC_RUN_ID": run_id, "TORCHELASTIC_USE_AGENT_STORE": "True",
            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "OMP_NUM_THREADS": "1"}
@@ -70,7 +80,8 @@ def start(payload: dict, rank: int, env: dict[str, str], fds: tuple[int, int, in
 
 def run(payload: dict, rank: int) -> int:
     """Run the learner's file as this rank (graded or plain); return the exit code."""
-    payload = {**payload, "rank": {"rank": rank, "local_rank": rank, "world_size": int(os.environ["WORLD_SIZE"])}}
+    payload = {**payload, "rank": {"rank": rank, "local_rank": int(os.environ["LOCAL_RANK"]),
+                                   "node": int(os.environ["GROUP_RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}}
     show = _traceback_sender(rank)
     if payload.get("mode") == "grade":
         grade_spec = dict(payload.get("grade") or {})

@@ -8,9 +8,12 @@ device line, the probe (rank 0's) and the nonce, which only the launcher held.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
+import socket
+import time
 
 from app.sandbox.harness.grade import REPORT_BUDGET
 
@@ -40,7 +43,8 @@ def merge(payload: dict, ranks: list, root, nonce: str | None) -> dict:
     for rank in ranks:
         exit_code, sig = _fate(rank.status)
         entry = dict(rank.report or {})
-        entry.update(rank=rank.index, world_size=len(ranks), reported=rank.report is not None,
+        entry.update(rank=rank.index, local_rank=rank.local, node=rank.node, world_size=len(ranks),
+                     reported=rank.report is not None,
                      exit_code=exit_code, signal=sig, stopped=rank.stopped)
         entries.append(entry)
     lead = entries[root.index if root is not None else 0]
@@ -64,8 +68,12 @@ def device_line(entries: list[dict]) -> str:
         return f"{len(entries)} ranks"
     if reported[0].get("simulated"):
         kind = str(reported[0].get("accelerator") or "cuda").split(":")[0]
-        devices = ", ".join(f"{kind}:{e['rank']}" for e in entries)  # rank r's GPU, whether it reported or not
-        return f"{devices} ({len(entries)} ranks, simulated on CPU)"
+        # rank r's GPU (cuda:LOCAL_RANK of its machine), whether it reported or not
+        devices = ", ".join(("" if e.get("node") is None else f"node{e['node']} ")
+                            + f"{kind}:{e.get('local_rank', e['rank'])}" for e in entries)
+        nodes = {e.get("node") for e in entries} - {None}
+        where = f"{len(entries)} ranks" + (f" on {len(nodes)} machines" if nodes else "")
+        return f"{devices} ({where}, simulated on CPU)"
     return ", ".join(str(e.get("device")) for e in reported) + f" ({len(entries)} ranks)"
 
 
@@ -86,25 +94,49 @@ def write(fd: int, report: dict) -> None:
         pass
 
 
-def failure_summary(filename: str, root, ranks: list) -> bytes:
-    """torchrun's account of a failed group (its ChildFailedError), without the time and host it adds."""
-    failed = [r for r in ranks if r.status is not None and r.status != 0]
-    blocks = {r.index: _failure(i, r, r is root) for i, r in enumerate(failed)}
+# torchrun's words (torch/distributed/elastic/multiprocessing/errors/__init__.py, torch 2.13): the exception its
+# `torchrun` entry point ends with, and what a failure without an error file says (no @record on the script)
+CHILD_FAILED = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+NO_ERROR_FILE = "<N/A>"
+NO_TRACEBACK = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+
+
+def failure_summaries(filename: str, root, ranks: list) -> bytes:
+    """What each machine's torchrun prints when its ranks failed: its ChildFailedError (every failed rank of that
+    machine, those it stopped included; the first failure as the root cause). On several machines, each line
+    starts with the machine's name, as the machine's output does."""
+    machines: dict = {}
+    for rank in ranks:
+        if rank.status is not None and rank.status != 0:
+            machines.setdefault(rank.node, []).append(rank)
+    out = []
+    for node, failed in sorted(machines.items(), key=lambda item: -1 if item[0] is None else item[0]):
+        first = root if root in failed else min(failed, key=lambda r: (r.ended or 0.0, r.index))
+        text = CHILD_FAILED + _child_failed(filename, first, failed)
+        prefix = "" if node is None else f"node{node}: "
+        out.append("".join(f"{prefix}{line}\n" for line in text.split("\n")))
+    return "".join(out).encode()
+
+
+def _child_failed(filename: str, root, failed: list) -> str:
+    """ChildFailedError.format_msg: the failures in global rank order, the root cause apart, at most 60 wide."""
+    title = f"{filename} FAILED"
+    blocks = {r.index: _failure(i, r) for i, r in enumerate(failed)}
+    width = min(max([len(title), *(len(line) for b in blocks.values() for line in b.split("\n"))]), WIDTH)
     others = [blocks[r.index] for r in failed if r is not root] or ["  <NO_OTHER_FAILURES>"]
-    lines = ["", "=" * WIDTH, f"{filename} FAILED", "-" * WIDTH, "Failures:", *others, "-" * WIDTH,
-             "Root Cause (first observed failure):", blocks[root.index], "=" * WIDTH]
-    return ("\n".join(lines) + "\n").encode()
+    return "\n".join(["", "=" * width, title, "-" * width, "Failures:", *others, "-" * width,
+                      "Root Cause (first observed failure):", blocks[root.index], "=" * width])
 
 
-def _failure(index: int, rank, root: bool) -> str:
+def _failure(index: int, rank) -> str:
+    """One ProcessFailure as torchrun formats it (_FAILURE_FORMAT_TEMPLATE)."""
     exit_code, sig = _fate(rank.status)
     code = exit_code if sig is None else -sig
     name = f" ({signal.Signals(sig).name})" if sig is not None else ""
-    if root:
-        why = "shown first, above" if rank.traceback else "none (the rank printed no traceback)"
-    elif rank.stopped and sig in (signal.SIGTERM, signal.SIGKILL):
-        why = "none: stopped by the launcher, as torchrun stops the other ranks"
-    else:
-        why = "above" if rank.traceback else "none (the rank printed no traceback)"
-    return (f"[{index}]:\n  rank      : {rank.index} (local_rank: {rank.index})\n"
-            f"  exitcode  : {code} (pid: {rank.pid}){name}\n  traceback : {why}")
+    message = f"Signal {sig}{name} received by PID {rank.pid}" if sig is not None else NO_TRACEBACK
+    when = datetime.datetime.fromtimestamp(int(rank.ended or time.time())).isoformat(sep="_")
+    host = socket.getfqdn() if rank.node is None else f"node{rank.node}"
+    return (f"[{index}]:\n  time      : {when}\n  host      : {host}\n"
+            f"  rank      : {rank.index} (local_rank: {rank.local})\n"
+            f"  exitcode  : {code} (pid: {rank.pid}) {name}\n  error_file: {NO_ERROR_FILE}\n"
+            f"  traceback : {message}")
