@@ -158,9 +158,11 @@ def client_address(request: Request) -> str:
         ip = ip_address(host)
     except ValueError:  # not an address (a test client's name, a Unix socket): count it as it is
         return host
-    if ip.version == 6 and ip.ipv4_mapped is None:
-        return str(ip_network(f"{ip}/64", strict=False))
-    return str(ip.ipv4_mapped or ip)
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:  # ::ffff:192.0.2.1, an IPv4 client seen through an IPv6 socket
+        return str(ip.ipv4_mapped)
+    return str(ip_network(f"{ip}/64", strict=False))
 
 
 def make_limiter() -> Limiter:

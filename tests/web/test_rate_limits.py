@@ -85,6 +85,9 @@ def test_ipv6_addresses_in_one_64_share_a_limit(limited_app):
     assert statuses == [400] * SUBMISSIONS_PER_ADDRESS
     assert_limited(submit("2001:db8:1:2:ffff:ffff:ffff:ffff"), "submissions from your address")
     assert submit("2001:db8:1:3::1").status_code == 400, "the next /64 is someone else"
+    for _ in range(SUBMISSIONS_PER_ADDRESS):
+        submit("203.0.113.50")
+    assert_limited(submit("::ffff:203.0.113.50"), "submissions")  # an IPv4 client seen through an IPv6 socket
 
 
 def test_comments_from_fresh_accounts_on_one_address_are_limited(limited_app):
