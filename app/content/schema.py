@@ -61,4 +61,6 @@ class LessonMeta(BaseModel):
     # minutes a learner needs to read the lesson and do its exercises
     estimated_minutes: int = Field(ge=1, le=600)
     exercises: list[str] = Field(default_factory=list)
+    # slugs of the lessons this one builds on; each must come earlier in the course (`course check` says so)
+    prerequisites: list[str] = Field(default_factory=list)
     external_links: list[ExternalLink] = Field(default_factory=list)

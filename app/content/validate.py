@@ -27,6 +27,7 @@ def check_lessons(course: Course, static_dir: Path | None = None) -> list[Conten
     """Run every static check over the loaded lessons."""
     errors = check_duplicates(course)
     for lesson in course.lessons:
+        errors += check_prerequisites(course, lesson)
         errors += check_links(course, lesson, static_dir)
         errors += check_images(lesson, static_dir)
         errors += check_exercises_placed(course, lesson)
@@ -48,6 +49,22 @@ def check_duplicates(course: Course) -> list[ContentError]:
                                            f"give each lesson its own {what}"))
             else:
                 seen[value] = lesson
+    return errors
+
+
+def check_prerequisites(course: Course, lesson: Lesson) -> list[ContentError]:
+    """Each prerequisite is a lesson of the course that comes before this one."""
+    orders = {other.meta.slug: other.meta.order for other in course.lessons}
+    errors = []
+    for slug in lesson.meta.prerequisites:
+        if slug not in orders:
+            problem = f"prerequisite `{slug}` is no lesson's slug; known: {', '.join(sorted(orders))}"
+        elif orders[slug] >= lesson.meta.order:
+            problem = (f"prerequisite `{slug}` comes at order {orders[slug]}, not before this lesson "
+                       f"({lesson.meta.order}); give it a smaller `order:`")
+        else:
+            continue
+        errors.append(ContentError(lesson.path, _fm_key_line(lesson, "prerequisites"), problem))
     return errors
 
 
