@@ -26,7 +26,8 @@ LOCK_RUNTIME := requirements/runtime.txt
 UV      ?= uv==0.13.9
 LOCK_VENV := .venv-lock
 UV_COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --no-config --generate-hashes --no-strip-markers \
-	--python-version 3.11 --python-platform linux --custom-compile-command "make lock" $(LOCK_ARGS)
+	--python-version 3.11 --python-platform linux --custom-compile-command "make lock" \
+	--overrides requirements/overrides.txt $(LOCK_ARGS)
 
 .PHONY: serve test bench setup lock db system-deps editor figures clean
 

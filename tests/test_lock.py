@@ -23,6 +23,7 @@ from app import ROOT
 LOCK = ROOT / "requirements" / "dev.txt"
 RUNTIME_LOCK = ROOT / "requirements" / "runtime.txt"
 TORCH_IN = ROOT / "requirements" / "torch.in"
+OVERRIDES = ROOT / "requirements" / "overrides.txt"  # what the lock must never resolve (torch)
 # what setup installs outside the lock: torch first, pip by its own upgrade, and this project editable (--no-deps)
 OUTSIDE_THE_LOCK = {"torch", "pip", "course"}
 REFRESH = "run `make lock` (it keeps every pin it can) and commit requirements/"
@@ -80,13 +81,21 @@ def applies(req: Requirement, extras: set[str]) -> bool:
     return req.marker is None or any(req.marker.evaluate({"extra": e}) for e in {"", *extras})
 
 
+def overridden() -> set[str]:
+    """Names requirements/overrides.txt takes out of the lock whoever asks for them (torch: installed first)."""
+    lines = [line.split("#")[0].strip() for line in OVERRIDES.read_text().splitlines()]
+    return {canonicalize_name(Requirement(line).name) for line in lines if line}
+
+
 def closure(roots: list[Requirement]) -> set[str]:
-    """Return the canonical names of roots and of everything they need here, read from the installed metadata."""
+    """Return the canonical names of roots and of everything they need here, read from the installed metadata
+    (what the overrides take out, and what only it needs, left aside)."""
     seen: dict[str, set[str]] = {}
+    skip = overridden()
     todo = [(canonicalize_name(r.name), set(r.extras)) for r in roots if applies(r, set())]
     while todo:
         name, extras = todo.pop()
-        if name in seen and extras <= seen[name]:
+        if name in skip or (name in seen and extras <= seen[name]):
             continue
         seen.setdefault(name, set()).update(extras)
         try:

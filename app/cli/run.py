@@ -34,8 +34,13 @@ from app.sandbox.simhost import BUILDS, MAX_GPUS, MAX_NODES, job_host
               help="Simulated machines, each running `torchrun --nnodes=M --nproc-per-node=N --rdzv-backend=c10d` "
                    "(M x N ranks in all; each machine has its own GPUs, --gpus of them: a rank's GPU is "
                    "cuda:LOCAL_RANK).")
+@click.option("--launcher", type=click.Choice(["torchrun", "accelerate"]), default="torchrun", show_default=True,
+              help="Start the ranks as `accelerate launch --multi_gpu --num_processes N` does (one process: "
+                   "`accelerate launch`), with accelerate's default config; lines then come unprefixed.")
+@click.option("--cpu", "accelerate_cpu", is_flag=True,
+              help="With --launcher accelerate: as `accelerate launch --cpu`, on the CPU even where GPUs exist.")
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
-        nproc: int, nnodes: int) -> None:
+        nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job, run_job_sync
 
@@ -46,6 +51,8 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
         echo(f"course run: {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8", err=True)
         sys.exit(2)
     settings = get_settings()
+    if accelerate_cpu and launcher != "accelerate":
+        raise click.UsageError("--cpu is accelerate launch's flag: give --launcher accelerate with it")
     if nproc * nnodes > MAX_GPUS:
         raise click.UsageError(f"--nnodes {nnodes} x --nproc-per-node {nproc} is {nproc * nnodes} ranks; a job runs "
                                f"at most {MAX_GPUS}")
@@ -56,7 +63,8 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
         host = job_host(settings, machine=machine, build=build, gpus=gpus)
     except (MachineError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
-    job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes)
+    named = {"torchrun": None, "accelerate": "accelerate-cpu" if accelerate_cpu else "accelerate"}[launcher]
+    job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes, launcher=named)
     result = run_job_sync(job, settings, on_output=None if as_json else echo_output)
     if as_json:
         click.echo(json.dumps(result.summary()))

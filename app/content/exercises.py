@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,6 +58,8 @@ class LaunchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     nproc_per_node: int = Field(ge=1, le=MAX_GPUS)
     nnodes: int = Field(default=1, ge=1, le=MAX_NODES)
+    # `accelerate launch` instead of torchrun (app/sandbox/harness/launchers.py); "accelerate-cpu" is its --cpu
+    launcher: Literal["torchrun", "accelerate", "accelerate-cpu"] = "torchrun"
 
 
 class ExerciseSpec(BaseModel):
@@ -117,6 +120,11 @@ class ExerciseSpec(BaseModel):
     def nproc(self) -> int:
         """Rank processes per job, on every machine together (1 unless `launch:` asks for more)."""
         return self.launch.nproc_per_node * self.launch.nnodes if self.launch else 1
+
+    @property
+    def launcher(self) -> str | None:
+        """Who starts the ranks: None for torchrun, else the launcher's name (launchers.py)."""
+        return self.launch.launcher if self.launch and self.launch.launcher != "torchrun" else None
 
     @property
     def nnodes(self) -> int:

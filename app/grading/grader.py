@@ -50,7 +50,8 @@ def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
     # the simulated host, where the job finds no GPU: the exercise's machine, else COURSE_SIM_MACHINE's
     host = job_host(get_settings(), machine=exercise.spec.machine, gpus=exercise.spec.gpus)
     job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
-              host=host, nproc=exercise.spec.nproc, nnodes=exercise.spec.nnodes, key=nonce)
+              host=host, nproc=exercise.spec.nproc, nnodes=exercise.spec.nnodes,
+              launcher=exercise.spec.launcher, key=nonce)
     return job, nonce
 
 

@@ -31,6 +31,8 @@ class Job:
     host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (simhost.py)
     nproc: int = 1  # rank processes in all, as torchrun starts them (1: one process); nnodes * nproc-per-node
     nnodes: int = 1  # simulated machines the ranks are spread over, nproc // nnodes on each (torchrun --nnodes)
+    # who starts the process(es): None (torchrun), accelerate, accelerate-cpu (app/sandbox/harness/launchers.py)
+    launcher: str | None = None
     # what a graded job's report must echo: it goes to the fork server beside the payload, never in it, and the
     # job's harness gets it only after the learner's code has run (app/sandbox/harness/channel.py)
     key: str | None = None
@@ -38,7 +40,7 @@ class Job:
     def payload(self) -> dict:
         """Return the dict handed to app.sandbox.harness.main inside the sandbox (never the key)."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
-                "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes}
+                "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes, "launcher": self.launcher}
 
     @classmethod
     def from_payload(cls, payload: dict, limits: Limits | None = None, gpu: bool = False) -> "Job":
@@ -46,7 +48,8 @@ class Job:
         host = payload.get("host")
         return cls(code=payload["code"], filename=payload["filename"], mode=payload["mode"], grade=payload["grade"],
                    limits=limits, gpu=gpu, host=SimulatedHost.from_payload(host) if host else DEFAULT_HOST,
-                   nproc=int(payload.get("nproc") or 1), nnodes=int(payload.get("nnodes") or 1))
+                   nproc=int(payload.get("nproc") or 1), nnodes=int(payload.get("nnodes") or 1),
+                   launcher=payload.get("launcher"))
 
 
 @dataclass

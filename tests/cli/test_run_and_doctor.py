@@ -85,3 +85,15 @@ def test_course_run_nnodes_starts_two_machines(tmp_path: Path):
                                                 "node1: [default0]:2 1", "node1: [default1]:3 1"]
     too_many = course("run", "--nnodes", "3", "--nproc-per-node", "3", str(script))
     assert too_many.returncode == 2 and "9 ranks; a job runs at most 8" in too_many.stderr
+
+
+def test_course_run_launcher_accelerate(tmp_path: Path):
+    script = tmp_path / "acc.py"
+    script.write_text("from accelerate import Accelerator\na = Accelerator()\n"
+                      "print(a.process_index, a.device, a.distributed_type)\n")
+    done = course("run", "--launcher", "accelerate", "--nproc-per-node", "2", str(script))
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["0 cuda:0 DistributedType.MULTI_GPU",
+                                                "1 cuda:1 DistributedType.MULTI_GPU"]
+    wrong = course("run", "--cpu", str(script))
+    assert wrong.returncode == 2 and "give --launcher accelerate with it" in wrong.stderr

@@ -186,3 +186,9 @@ def test_launch_on_several_machines_counts_every_rank_and_gives_each_machine_its
     ex = _exercise()
     job, _ = build_job(ex.model_copy(update={"spec": spec}), "pass")
     assert (job.payload()["nproc"], job.payload()["nnodes"], job.payload()["host"]["gpus"]) == (4, 2, 2)
+    assert job.payload()["launcher"] is None  # torchrun
+    acc = ExerciseSpec.model_validate({**good, "gpus": 2, "launch": {"launcher": "accelerate", "nproc_per_node": 2}})
+    assert acc.launcher == "accelerate"
+    assert build_job(ex.model_copy(update={"spec": acc}), "pass")[0].launcher == "accelerate"
+    with pytest.raises(ValueError, match="launcher"):
+        ExerciseSpec.model_validate({**good, "launch": {"launcher": "mpirun", "nproc_per_node": 1}})

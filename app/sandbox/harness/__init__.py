@@ -36,6 +36,7 @@ import os
 from app.sandbox.harness import channel
 from app.sandbox.harness import grade as _grade
 from app.sandbox.harness import launch as _launch
+from app.sandbox.harness import launchers as _launchers
 from app.sandbox.harness import plain as _plain
 from app.sandbox.harness import session as _session
 from app.sandbox.harness import stdio as _stdio
@@ -55,6 +56,8 @@ def main(payload: dict, report_fd: int | None, request_key=None) -> int:
     itself (launch.py).
     """
     key_source = request_key or channel.no_key
+    if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks
+        os.environ.update(_launchers.of(payload)["env"])
     if int(payload.get("nproc") or 1) > 1:
         return _launch.run(payload, report_fd, key_source)
     if payload.get("mode") == "grade":

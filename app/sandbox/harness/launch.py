@@ -29,6 +29,7 @@ import sys
 import time
 import uuid
 
+from app.sandbox.harness import launchers
 from app.sandbox.harness import rank as rankmod
 from app.sandbox.harness import report as reportmod
 
@@ -48,7 +49,8 @@ class Rank:
     """The launcher's view of one rank process."""
 
     def __init__(self, index: int, pid: int, fds: dict[str, int], local: int | None = None,
-                 node: int | None = None) -> None:
+                 node: int | None = None, template: str = "[default{local}]:") -> None:
+        self.template = template  # the launcher's line prefix (launchers.py)
         self.index, self.pid, self.fds = index, pid, fds  # fds: stdout, stderr, channel (read ends)
         self.local = index if local is None else local  # LOCAL_RANK
         self.node = node  # GROUP_RANK on a job of several machines; None on one machine
@@ -66,7 +68,7 @@ class Rank:
         """torchrun's `[default<local rank>]:`; on several machines, the machine's name first (each machine's
         agent prints its own ranks' lines, and the job's output holds every machine's)."""
         machine = "" if self.node is None else rankmod.NODE.format(self.node) + ": "
-        return f"{machine}[{rankmod.ROLE}{self.local}]:".encode()
+        return (machine + self.template.format(local=self.local, rank=self.index)).encode()
 
     @property
     def failed(self) -> bool:
@@ -79,6 +81,7 @@ class Launcher:
     def __init__(self, payload: dict, nproc: int) -> None:
         self.payload, self.nproc = payload, nproc
         self.nnodes = max(1, int(payload.get("nnodes") or 1))
+        self.launcher = launchers.of(payload)
         self.ranks: list[Rank] = []
         self.by_pid: dict[int, Rank] = {}
         self.keeper: int | None = None
@@ -98,7 +101,8 @@ class Launcher:
         port = self._start_store()
         run_id = str(uuid.uuid4())  # what --standalone makes its rendezvous id
         for index in range(self.nproc):
-            self._start_rank(index, rankmod.environment(index, self.nproc, port, run_id, self.nnodes))
+            env = rankmod.environment(index, self.nproc, port, run_id, self.nnodes)
+            self._start_rank(index, {**env, **self.launcher["env"]})
 
     def _start_store(self) -> int:
         """Fork the process that holds the group's TCPStore; return its port."""
@@ -131,7 +135,7 @@ class Launcher:
             os.set_blocking(r, False)
             fds[kind] = r
         rank = Rank(index, pid, fds, local=int(env["LOCAL_RANK"]),
-                    node=int(env["GROUP_RANK"]) if self.nnodes > 1 else None)
+                    node=int(env["GROUP_RANK"]) if self.nnodes > 1 else None, template=self.launcher["prefix"])
         for kind, fd in fds.items():
             self.sel.register(fd, selectors.EVENT_READ, (rank, kind))
         self.ranks.append(rank)
