@@ -15,6 +15,7 @@ from app.web import (
     account,
     auth,
     comments,
+    downloads,
     errors,
     exercises,
     instructor,
@@ -35,7 +36,7 @@ from app.web.static import PublicStaticFiles
 from app.web.templating import make_templates
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, instructor.router, moderation.router, openapi_pages.router)
+           exercises.router, instructor.router, moderation.router, openapi_pages.router, downloads.router)
 
 
 def middleware(settings: Settings, db: Database) -> list[Middleware]:
