@@ -139,10 +139,10 @@ class Settings(BaseSettings):
     sim_machines_dir: Path | None = None
     # bytes; a simulated GPU tensor this large keeps shape, dtype and memory but no values (a real card's
     # tensors do not fit the job's host memory)
-    sim_dataless_tensor_bytes: int = Field(default=64 * MiB, ge=0)
+    sim_dataless_tensor_bytes: int = Field(default=16 * MiB, ge=0)
     # bytes; once the simulated GPUs' tensors with values take this much host memory, new ones are kept without
-    # values too (a quarter of the default job memory)
-    sim_device_data_bytes: int = Field(default=256 * MiB, ge=0)
+    # values too (a sixteenth of the default job memory: their gradients and optimizer states take more)
+    sim_device_data_bytes: int = Field(default=64 * MiB, ge=0)
 
     @model_validator(mode="after")
     def check_sim_machine(self) -> "Settings":

@@ -30,11 +30,12 @@ MAX_NODES = 4
 MiB = 1 << 20
 # bytes; a simulated GPU tensor this large is kept without values (shape, dtype, memory only): the sandbox's
 # 1 GiB cannot back a real card's tensors. COURSE_SIM_DATALESS_TENSOR_BYTES changes it
-DATALESS_TENSOR_BYTES = 64 * MiB
+DATALESS_TENSOR_BYTES = 16 * MiB
 # bytes; once the simulated GPUs' tensors with values hold this much host memory, new ones are kept without
-# values too (a quarter of the default 1 GiB job: the program's own host data needs the rest).
+# values too (a sixteenth of the default 1 GiB job: gradients and optimizer states of those tensors
+# take four times as much again, and torch itself about 250 MiB).
 # COURSE_SIM_DEVICE_DATA_BYTES changes it
-DEVICE_DATA_BYTES = 256 * MiB
+DEVICE_DATA_BYTES = 64 * MiB
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import torch
 
 from app.sandbox.harness import messages, parallel, streams, unsimulated
 from app.sandbox.harness.devices import Devices
-from app.sandbox.harness.memory import CONTEXT_BYTES, Memory
+from app.sandbox.harness.memory import Memory
 
 # what torch.cuda.get_arch_list() says on the simulated CUDA 12.8 wheel
 ARCH_FLAGS = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
@@ -152,15 +152,18 @@ class CudaRuntime:
     def reset_peaks(self, index: int) -> None:
         self.memory.device(self._index(index)).reset_peaks()
 
+    def reset_accumulated(self, index: int) -> None:
+        self.memory.device(self._index(index)).reset_accumulated()
+
     def empty_cache(self) -> None:
-        for stats in self.memory.stats.values():
-            stats.empty_cache()
+        for allocator in self.memory.allocators.values():
+            allocator.release_cached()
 
     def mem_get_info(self, index: int) -> tuple[int, int]:
+        """cudaMemGetInfo: (free, total) bytes of the card, the CUDA context and the allocator's segments used."""
         index = self._index(index)
         self.devices.check(index)
-        total = self.devices.host.gpu_memory_bytes
-        return max(0, total - CONTEXT_BYTES - self.memory.device(index).current_reserved), total
+        return self.memory.device(index).device_free(), self.devices.host.gpu_memory_bytes
 
     def _index(self, index) -> int:
         return self.devices.current if index is None or index < 0 else int(index)
@@ -184,7 +187,7 @@ class CudaRuntime:
             "_cuda_isCurrentStreamCapturing": lambda: False,
             "_cuda_memoryStats": self.memory_stats,
             "_cuda_resetPeakMemoryStats": self.reset_peaks,
-            "_cuda_resetAccumulatedMemoryStats": lambda index: None,
+            "_cuda_resetAccumulatedMemoryStats": self.reset_accumulated,
             "_cuda_emptyCache": self.empty_cache,
             "_cuda_setMemoryFraction": lambda fraction, index: self.fractions.__setitem__(index, fraction),
             "_cuda_getMemoryFraction": lambda index: self.fractions.get(index, 1.0),
@@ -218,7 +221,8 @@ class CudaRuntime:
             "_accelerator_emptyHostCache": lambda: None,
             "_accelerator_getDeviceStats": self.memory_stats,
             "_accelerator_resetPeakStats": self.reset_peaks,
-            "_accelerator_resetAccumulatedStats": lambda index: None,
+            "_accelerator_resetAccumulatedStats": self.reset_accumulated,
+            "_accelerator_setAllocatorSettings": self.memory.set_allocator_settings,
             "_accelerator_getMemoryInfo": self.mem_get_info,
         }
 

@@ -141,7 +141,9 @@ class Hooks:
         with torch._C.DisableTorchFunction():
             params = [p for g in optimizer.param_groups for p in g["params"]]
             grads = [p.grad for p in params if p.grad is not None]
-            nonzero = any(bool(g.detach().abs().sum() > 0) for g in grads)
+            known = [g for g in grads if not g.is_meta and "_pt_nodata" not in g.__dict__]
+            # a data-less gradient's values are unknown: assume what a real GPU would most likely have
+            nonzero = len(known) < len(grads) or any(bool(g.detach().abs().sum() > 0) for g in known)
         self.record("step", line=frame.f_lineno if frame else None, n=self.steps, params=len(params),
                     grads=len(grads), nonzero=nonzero, backwards=self.counts.get("backward", 0),
                     devices=sorted({self.device_of(p) for p in params}))
@@ -169,6 +171,10 @@ class Hooks:
                 bound.get("gradient", bound.get("grad_tensors")), len(tensors)), is_grads_batched=False)
             _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
                                  create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
+        if self.simulated:
+            # the gradients it made live on the GPU now (torch.OutOfMemoryError here when they do not fit); from a
+            # data-less loss their values are unknown
+            self.memory.sweep_grads(valueless=any("_pt_nodata" in t.__dict__ for t in tensors))
         return None
 
 

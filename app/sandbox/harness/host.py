@@ -25,9 +25,9 @@ class Host:
     mps: bool = False
     machine: str = "h100"  # the machine profile the host was made from (app/sandbox/machines/)
     # bytes: a simulated GPU tensor this large is kept without values (simhost.DATALESS_TENSOR_BYTES) ...
-    dataless_tensor_bytes: int = 64 << 20
+    dataless_tensor_bytes: int = 16 << 20
     # ... and so is every new one once the simulated GPUs' tensors with values hold this much host memory
-    device_data_bytes: int = 256 << 20
+    device_data_bytes: int = 64 << 20
 
     @classmethod
     def from_payload(cls, data: dict | None) -> "Host":

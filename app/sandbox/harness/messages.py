@@ -65,3 +65,21 @@ def invalid_ordinal() -> Exception:
 def numpy_on_device(device: str) -> TypeError:
     """The TypeError `.numpy()` raises for a tensor on an accelerator."""
     return TypeError(NUMPY_ON_DEVICE.format(device=device))
+
+
+class ValuesNotSimulatedError(RuntimeError):
+    """Reading the values of a simulated GPU tensor kept without values (dataless.py): one line, never numbers."""
+
+    __module__ = "builtins"
+
+    def __init__(self, shape, dtype, nbytes: int, device: str, what: str = "cannot read its values"):
+        kind = str(dtype).replace("torch.", "")
+        super().__init__(f"{what}: this tensor on {device} has shape {list(shape)} ({kind}, {_size(nbytes)}); "
+                         "values of tensors this large are not simulated here; a real GPU computes them")
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}"
+    return f"{nbytes} bytes"

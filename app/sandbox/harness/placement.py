@@ -166,6 +166,8 @@ class Tracer(Hooks, Simulation):
                     self.set_label(t, args[1].__dict__.get("_pt_dev"))
             elif not setting and isinstance(out, torch.Tensor) and out is not t and t.__dict__.get("_pt_dev"):
                 if attr in ("grad", "data", "T", "mT", "H", "mH", "real", "imag") and "_pt_dev" not in out.__dict__:
+                    if "_pt_nodata" in t.__dict__ or _meta(out):
+                        out.__dict__["_pt_nodata"] = True
                     self.set_label(out, t._pt_dev)
         return out
 
@@ -247,7 +249,8 @@ class Tracer(Hooks, Simulation):
         if move is not None:
             self.record("move", src_device=move[0], dst_device=move[1], non_blocking=bool(non_blocking), **fact)
         elif name == "backward":
-            value = float(src.detach().reshape(-1)[0]) if src.numel() else float("nan")
+            value = float(src.detach().reshape(-1)[0]) if src.numel() and "_pt_nodata" not in src.__dict__ \
+                else float("nan")  # a data-less loss has no value to record
             (self.losses if len(self.losses) < LOSS_VALUES_HEAD else self.losses_tail).append(value)
             src._pt_loss = True
             self.record("backward", step=self.steps, value=value, **fact)
@@ -284,6 +287,11 @@ class Tracer(Hooks, Simulation):
                 "steps": self.steps,
                 "forwards": self.forwards, "batches": self.batches, "ops": ops,
                 "first_placement": self.first_placement, "lines": self.lines.report()}
+
+
+def _meta(t: torch.Tensor) -> bool:
+    with torch._C.DisableTorchFunction():
+        return t.is_meta
 
 
 _DEVICE_OBJECTS: dict[str, torch.device] = {}

@@ -51,8 +51,9 @@ def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
     host = Host.from_payload(payload.get("host"))
     simulated = not real_cuda and host.simulated
     devices = Devices(host if not real_cuda else PLAIN)
-    memory = Memory()
+    memory = Memory(capacity=lambda gpu: host.gpu_memory_bytes)
     runtime = CudaRuntime(devices, memory)
+    memory.fraction = lambda gpu: runtime.fractions.get(gpu, 1.0)  # set_per_process_memory_fraction's allowance
     # a graded job's probe may switch scenarios even on a CPU-only build; a plain one never does
     availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading))
     availability.install()

@@ -15,7 +15,7 @@ import re
 
 import torch
 
-from app.sandbox.harness import autocast, messages, streams, wording
+from app.sandbox.harness import autocast, dataless, messages, streams, wording
 
 _ORIG_TENSOR_TO = torch._C.TensorBase.to
 _ORIG_PARAMETER_NEW = torch.nn.Parameter.__new__
@@ -56,6 +56,15 @@ def tensors_in(obj, out: list | None = None) -> list[torch.Tensor]:
     return out
 
 
+def _unpack_saved(t):
+    return t
+
+
+def _is_meta(t: torch.Tensor) -> bool:
+    with torch._C.DisableTorchFunction():
+        return t.is_meta
+
+
 def _int_device(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -65,9 +74,12 @@ class Simulation:
 
     # ---------------------------------------------------------------- labels
     def set_label(self, t: torch.Tensor, label: str | None) -> None:
-        """Put t on a simulated device (or back on the host: None), and count its memory there."""
+        """Put t on a simulated device (or back on the host: None), and count its memory there (which raises
+        torch.OutOfMemoryError when the card cannot hold it)."""
         if label and label != "cpu":
             t._pt_dev = label
+            if "_pt_nodata" in t.__dict__:
+                self.keep_saved_tensors()
             self.memory.track(t, label)
         else:
             t.__dict__.pop("_pt_dev", None)
@@ -79,6 +91,8 @@ class Simulation:
 
         def parameter_new(cls, data=None, requires_grad=True):
             param = _ORIG_PARAMETER_NEW(cls, data, requires_grad)
+            if isinstance(data, torch.Tensor) and "_pt_nodata" in data.__dict__:
+                dataless.mark(param)
             if isinstance(data, torch.Tensor) and data.__dict__.get("_pt_dev"):
                 sim.set_label(param, data._pt_dev)  # nn.Linear(..., device="cuda") builds its weight this way
             return param
@@ -128,6 +142,8 @@ class Simulation:
                 return f"torch.{label.split(':')[0]}.{_LEGACY_TYPES.get(first.dtype, 'Tensor')}"
             if label and name in ("item", "tolist"):
                 streams.CLOCK.tick()  # reading a GPU value waits for the GPU
+            if label and name in dataless.READS and "_pt_nodata" in first.__dict__:
+                raise dataless.refuse(first, label)
         target = kwargs.get("device")
         if (target is not None or kwargs.get("pin_memory")) and name not in MIXING_ALLOWED:
             return self._factory(func, name, args, kwargs, "cpu" if target is None else target)
@@ -136,13 +152,30 @@ class Simulation:
 
     def run_simulated(self, func, name: str, args, kwargs):
         """Run an ordinary call that meets simulated GPU tensors: autocast casts and the GPU's random state."""
+        # past the job's budget for GPU tensors with values, results are kept without values too
+        valueless = dataless.any_dataless(tensors_in((args, kwargs))) or (
+            name not in dataless.NO_NEW_MEMORY and self.memory.over_budget(self.devices.host))
         if autocast.active() and name in autocast.WATCHED:
             args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator)
+        if valueless:
+            return dataless.run(func, name, args, kwargs, self.device_of)
         if name in RANDOM_WITH_GENERATOR or name in RANDOM_WITHOUT_GENERATOR:
             label = next((t.__dict__["_pt_dev"] for t in tensors_in(args) if t.__dict__.get("_pt_dev")), None)
             if label:
                 return self._with_gpu_random(label, func, name, args, kwargs)
-        return func(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as exc:  # a meta tensor torch made itself (a gradient) met one with values
+            if "meta" in str(exc) and any(_is_meta(t) for t in tensors_in((args, kwargs))):
+                return dataless.run(func, name, args, kwargs, self.device_of)
+            raise
+
+    def keep_saved_tensors(self) -> None:
+        """From the first data-less tensor on, count what autograd saves for backward until its graph is gone
+        (activations are most of a large model's memory; values of small programs are not affected)."""
+        if not getattr(self, "_saving", False):
+            torch._C._autograd._push_saved_tensors_default_hooks(self.memory.pack_saved, _unpack_saved)
+            self._saving = True
 
     # ---------------------------------------------------------------- NumPy and mixing
     def _refuse_numpy(self, name, t, kwargs) -> None:
@@ -193,6 +226,13 @@ class Simulation:
             for t in tensors_in(out) if pinned else ():
                 t._pt_pinned = True
             return self._finish(func, name, args, kwargs, out, propagate=False)
+        planned = self._plan_factory(func, args, kwargs, target)
+        if planned is not None:  # too large to keep values: the meta result is the tensor
+            for t in tensors_in(planned):
+                dataless.mark(t)
+                self.set_label(t, target)
+            self.note_placement(target)
+            return self._finish(func, name, args, kwargs, planned, propagate=False)
         kwargs = {**kwargs, "device": "cpu"}
         if kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
@@ -204,6 +244,23 @@ class Simulation:
             self.set_label(t, target)
         self.note_placement(target)
         return self._finish(func, name, args, kwargs, out, propagate=False)
+
+    def _plan_factory(self, func, args, kwargs, target: str):
+        """Size a factory's result on meta first: raise the card's out-of-memory error before any host memory is
+        touched; return the meta result when it is too large to keep values, else None (make it for real)."""
+        meta_kwargs = {k: v for k, v in kwargs.items() if k not in ("generator", "pin_memory")}
+        meta_kwargs["device"] = "meta"
+        try:
+            with torch._C.DisableTorchFunction():
+                out = func(*args, **meta_kwargs)
+                outs = tensors_in(out)
+                nbytes = sum(t.untyped_storage().nbytes() for t in outs)
+        except Exception:  # no meta kernel, or arguments torch refuses: the real call raises torch's own error
+            return None
+        self.memory.preflight(target, nbytes)
+        if outs and nbytes and self.memory.wants_dataless(nbytes, self.devices.host):
+            return out
+        return None
 
     def _finish(self, func, name, args, kwargs, out, propagate=True):
         if propagate:
@@ -243,8 +300,8 @@ class Simulation:
         moving = label != current
         if moving and label != "cpu":
             self.note_placement(label)
-        out = _ORIG_TENSOR_TO(src, "cpu", dtype=dtype or src.dtype, non_blocking=non_blocking,
-                              copy=bool(kwargs.get("copy", False) or moving), memory_format=memory_format)
+        out = self._move_data(src, label, current, dtype, non_blocking, bool(kwargs.get("copy", False) or moving),
+                              memory_format)
         if out is not src:
             self.set_label(out, label if label != "cpu" else None)
             for key in ("_pt_batch", "_pt_loss"):
@@ -256,6 +313,26 @@ class Simulation:
                 self._arrived_on_host(out, non_blocking)
         self._observe(name, args, kwargs, out, move=(current, label), non_blocking=non_blocking)
         return out
+
+    def _move_data(self, src, label, current, dtype, non_blocking, copy, memory_format):
+        """The moved tensor: a host copy (what every simulated GPU tensor is), or, for a tensor too large to keep
+        values, a meta one; the card's out-of-memory error first when the copy lands on a GPU that cannot hold it."""
+        valueless = "_pt_nodata" in src.__dict__
+        if valueless and label == "cpu" and current != "cpu":
+            raise dataless.refuse(src, current, "cannot copy its values to the host")
+        dtype = dtype or src.dtype
+        if label != "cpu" and (copy or dtype != src.dtype):
+            nbytes = src.numel() * dtype.itemsize
+            self.memory.preflight(label, nbytes)
+            if valueless or self.memory.wants_dataless(nbytes, self.devices.host):
+                base = src if valueless else dataless.lift(src)
+                out = _ORIG_TENSOR_TO(base, "meta", dtype=dtype, copy=True, memory_format=memory_format)
+                dataless.mark(out)
+                return out
+        if valueless:  # same device, same dtype, no copy: the tensor itself
+            return _ORIG_TENSOR_TO(src, "meta", dtype=dtype, copy=copy, memory_format=memory_format)
+        return _ORIG_TENSOR_TO(src, "cpu", dtype=dtype, non_blocking=non_blocking, copy=copy,
+                               memory_format=memory_format)
 
     @staticmethod
     def _arrived_on_host(out: torch.Tensor, non_blocking: bool) -> None:

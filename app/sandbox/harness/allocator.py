@@ -1,0 +1,321 @@
+"""The arithmetic of torch 2.13's CUDA caching allocator, for one simulated GPU.
+
+From c10/cuda/CUDACachingAllocator.cpp (pytorch/pytorch; read at commit 001074d2, whose constants and
+out-of-memory text the 2.x releases share):
+* every request is rounded up to a multiple of kMinBlockSize = 512 bytes (round_size);
+* requests up to kSmallSize = 1 MiB come from the small pool, carved from kSmallBuffer = 2 MiB segments;
+  larger ones from the large pool: under kMinLargeAlloc = 10 MiB from kLargeBuffer = 20 MiB segments, from
+  10 MiB up a segment of their own rounded up to kRoundLarge = 2 MiB (get_allocation_size);
+* a request takes the smallest cached free block that fits (get_free_block, best fit); the rest of a block is
+  split off when it is >= 512 bytes (small pool) or > 1 MiB (large pool) (should_split), and a freed block merges
+  with its free neighbours in the same segment;
+* when cudaMalloc of a new segment fails, the allocator frees cached segments that hold no tensor and retries
+  (release_available_cached_blocks, then release_cached_blocks), and only then raises OutOfMemoryError with the
+  message below; `empty_cache()` frees every such segment.
+With PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) expandable_segments:True, segments grow in pages of 2 MiB
+(small pool) and 20 MiB (large pool) instead (Note [Expandable Segments]): modeled as segments of the request
+rounded up to a page, split down to 512 bytes.
+
+The card's free memory is what cudaMemGetInfo would say: its total, less the CUDA context, less what is reserved
+(or, after set_per_process_memory_fraction, the fraction's allowance).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+
+import torch
+
+K_MIN_BLOCK = 512
+K_SMALL_SIZE = 1 << 20
+K_SMALL_BUFFER = 2 << 20
+K_LARGE_BUFFER = 20 << 20
+K_MIN_LARGE_ALLOC = 10 << 20
+K_ROUND_LARGE = 2 << 20
+POOLS = ("small_pool", "large_pool")
+STAT_KEYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+             "active_bytes", "inactive_split_bytes", "requested_bytes")
+_ORDER = itertools.count()
+
+
+def round_size(size: int) -> int:
+    """The block size for a request of `size` bytes (round_size)."""
+    return K_MIN_BLOCK if size < K_MIN_BLOCK else -(-size // K_MIN_BLOCK) * K_MIN_BLOCK
+
+
+def allocation_size(size: int, expandable: bool = False) -> int:
+    """The segment cudaMalloc is asked for when no cached block fits (get_allocation_size)."""
+    if size <= K_SMALL_SIZE:
+        return K_SMALL_BUFFER if not expandable else -(-size // K_SMALL_BUFFER) * K_SMALL_BUFFER
+    if expandable:
+        return -(-size // K_LARGE_BUFFER) * K_LARGE_BUFFER
+    if size < K_MIN_LARGE_ALLOC:
+        return K_LARGE_BUFFER
+    return -(-size // K_ROUND_LARGE) * K_ROUND_LARGE
+
+
+def alloc_conf_expandable() -> bool:
+    """True when PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF asks for expandable_segments:True."""
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        for item in (os.environ.get(name) or "").split(","):
+            key, _, value = item.partition(":")
+            if key.strip() == "expandable_segments":
+                return value.strip().lower() == "true"
+    return False
+
+
+def format_size(size: int) -> str:
+    """Bytes as the allocator's messages print them (format_size: 2 decimals, binary units)."""
+    if size <= 1024:
+        return f"{size} bytes"
+    if size <= 1048576:
+        return f"{size / 1024.0:.2f} KiB"
+    if size <= 1073741824:
+        return f"{size / 1048576.0:.2f} MiB"
+    return f"{size / 1073741824.0:.2f} GiB"
+
+
+class Stat:
+    """current / peak / allocated / freed, as c10's Stat."""
+
+    __slots__ = ("current", "peak", "allocated", "freed")
+
+    def __init__(self):
+        self.current = self.peak = self.allocated = self.freed = 0
+
+    def up(self, amount: int) -> None:
+        self.current += amount
+        self.peak = max(self.peak, self.current)
+        self.allocated += amount
+
+    def down(self, amount: int) -> None:
+        self.current -= amount
+        self.freed += amount
+
+    def as_dict(self) -> dict:
+        return {"current": self.current, "peak": self.peak, "allocated": self.allocated, "freed": self.freed}
+
+
+class Segment:
+    """One cudaMalloc'd range, split into blocks (ordered by offset)."""
+
+    __slots__ = ("size", "pool", "blocks")
+
+    def __init__(self, size: int, pool: str):
+        self.size, self.pool, self.blocks = size, pool, []
+
+
+class Block:
+    """A piece of a segment: allocated to a storage, or free in the pool's cache."""
+
+    __slots__ = ("segment", "offset", "size", "allocated", "requested", "order")
+
+    def __init__(self, segment: Segment, offset: int, size: int):
+        self.segment, self.offset, self.size = segment, offset, size
+        self.allocated, self.requested, self.order = False, 0, next(_ORDER)
+
+    def sort_key(self) -> tuple:
+        return (self.size, self.order)
+
+
+class Allocator:
+    """One device's caching allocator: segments, cached free blocks, the statistics torch.cuda reads."""
+
+    def __init__(self, index: int, total: int, context: int, *, expandable: bool = False, fraction=None):
+        self.index, self.total, self.context, self.expandable = index, total, context, expandable
+        self.fraction = fraction or (lambda: 1.0)
+        self.free_blocks = {pool: [] for pool in POOLS}  # sorted (size, order, block)
+        self.segments: list[Segment] = []
+        self.stats = {key: {pool: Stat() for pool in ("all", *POOLS)} for key in STAT_KEYS}
+        self.counters = {"num_alloc_retries": 0, "num_ooms": 0, "num_sync_all_streams": 0, "num_device_alloc": 0,
+                         "num_device_free": 0}
+
+    # ------------------------------------------------------------------ figures
+    def figure(self, key: str, pool: str = "all") -> int:
+        return self.stats[key][pool].current
+
+    @property
+    def reserved(self) -> int:
+        return self.figure("reserved_bytes")
+
+    @property
+    def allocated(self) -> int:
+        return self.figure("allocated_bytes")
+
+    def device_free(self) -> int:
+        """What cudaMemGetInfo says is free on the card."""
+        return max(0, self.total - self.context - self.reserved)
+
+    def _stat(self, key: str, pool: str, amount: int) -> None:
+        for name in ("all", pool):
+            (self.stats[key][name].up if amount >= 0 else self.stats[key][name].down)(abs(amount))
+
+    # ------------------------------------------------------------------ malloc / free
+    def malloc(self, nbytes: int) -> Block:
+        """Hand out a block for a request of nbytes, as DeviceCachingAllocator::malloc; OutOfMemoryError when
+        the card cannot hold it."""
+        size = round_size(nbytes)
+        pool = "small_pool" if size <= K_SMALL_SIZE else "large_pool"
+        block = self._cached(pool, size) or self._new_segment(pool, size, nbytes)
+        block = self._split(block, size, pool)
+        block.allocated, block.requested = True, nbytes
+        for key, amount in (("allocation", 1), ("allocated_bytes", block.size), ("active", 1),
+                            ("active_bytes", block.size), ("requested_bytes", nbytes)):
+            self._stat(key, pool, amount)
+        return block
+
+    def check(self, nbytes: int) -> None:
+        """Raise now what malloc(nbytes) would raise (releasing cached segments first, as malloc does)."""
+        size = round_size(nbytes)
+        pool = "small_pool" if size <= K_SMALL_SIZE else "large_pool"
+        if self._fits_cached(pool, size):
+            return
+        alloc = allocation_size(size, self.expandable)
+        if not self._room(alloc):
+            self.counters["num_alloc_retries"] += 1
+            self.release_cached()
+            if not self._room(alloc):
+                self._out_of_memory(alloc)
+
+    def free(self, block: Block) -> None:
+        """A storage died: its block goes back to the pool's cache, merged with free neighbours."""
+        if not block.allocated:
+            return
+        pool = block.segment.pool
+        block.allocated = False
+        for key, amount in (("allocation", -1), ("allocated_bytes", -block.size), ("active", -1),
+                            ("active_bytes", -block.size), ("requested_bytes", -block.requested)):
+            self._stat(key, pool, amount)
+        self._insert_free(self._merge(block))
+
+    def release_cached(self) -> None:
+        """Give every segment that holds no tensor back to the card (release_cached_blocks, empty_cache)."""
+        for segment in list(self.segments):
+            if len(segment.blocks) == 1 and not segment.blocks[0].allocated:
+                self._remove_free(segment.blocks[0])
+                self.segments.remove(segment)
+                self._stat("segment", segment.pool, -1)
+                self._stat("reserved_bytes", segment.pool, -segment.size)
+                self.counters["num_device_free"] += 1
+
+    # ------------------------------------------------------------------ the pieces
+    def _fits_cached(self, pool: str, size: int) -> bool:
+        blocks = self.free_blocks[pool]
+        return bool(blocks) and blocks[-1][0] >= size
+
+    def _cached(self, pool: str, size: int) -> Block | None:
+        blocks = self.free_blocks[pool]
+        i = bisect.bisect_left(blocks, (size, -1))
+        if i == len(blocks):
+            return None
+        block = blocks.pop(i)[2]
+        if block.segment.blocks and len(block.segment.blocks) > 1:
+            self._stat("inactive_split", pool, -1)
+            self._stat("inactive_split_bytes", pool, -block.size)
+        return block
+
+    def _room(self, alloc: int) -> bool:
+        allowed = self.total if self.fraction() >= 1.0 else int(self.fraction() * self.total)
+        if self.fraction() < 1.0 and self.reserved + alloc > allowed:
+            return False
+        return alloc <= self.device_free()
+
+    def _new_segment(self, pool: str, size: int, nbytes: int) -> Block:
+        alloc = allocation_size(size, self.expandable)
+        if not self._room(alloc):
+            self.counters["num_alloc_retries"] += 1
+            self.release_cached()
+            if not self._room(alloc):
+                self._out_of_memory(alloc)
+        segment = Segment(alloc, pool)
+        block = Block(segment, 0, alloc)
+        segment.blocks.append(block)
+        self.segments.append(segment)
+        self._stat("segment", pool, 1)
+        self._stat("reserved_bytes", pool, alloc)
+        self.counters["num_device_alloc"] += 1
+        return block
+
+    def _split(self, block: Block, size: int, pool: str) -> Block:
+        remaining = block.size - size
+        small = pool == "small_pool" or self.expandable
+        if not (remaining >= K_MIN_BLOCK if small else remaining > K_SMALL_SIZE):
+            return block
+        rest = Block(block.segment, block.offset + size, remaining)
+        block.size = size
+        blocks = block.segment.blocks
+        blocks.insert(blocks.index(block) + 1, rest)
+        self._insert_free(rest)
+        return block
+
+    def _merge(self, block: Block) -> Block:
+        blocks = block.segment.blocks
+        i = blocks.index(block)
+        for j in (i + 1, i - 1):
+            if 0 <= j < len(blocks) and not blocks[j].allocated:
+                other = blocks[j]
+                self._remove_free(other)
+                if j < i:
+                    other.size += block.size
+                    blocks.remove(block)
+                    block, i = other, j
+                else:
+                    block.size += other.size
+                    blocks.remove(other)
+        return block
+
+    def _insert_free(self, block: Block) -> None:
+        pool = block.segment.pool
+        block.order = next(_ORDER)
+        bisect.insort(self.free_blocks[pool], (block.size, block.order, block))
+        if len(block.segment.blocks) > 1:
+            self._stat("inactive_split", pool, 1)
+            self._stat("inactive_split_bytes", pool, block.size)
+
+    def _remove_free(self, block: Block) -> None:
+        pool = block.segment.pool
+        blocks = self.free_blocks[pool]
+        i = bisect.bisect_left(blocks, (block.size, block.order))
+        if i < len(blocks) and blocks[i][2] is block:
+            blocks.pop(i)
+            if len(block.segment.blocks) > 1:
+                self._stat("inactive_split", pool, -1)
+                self._stat("inactive_split_bytes", pool, -block.size)
+
+    def _out_of_memory(self, alloc: int):
+        """Raise torch.OutOfMemoryError with the caching allocator's own message (DeviceCachingAllocator::malloc)."""
+        self.counters["num_ooms"] += 1
+        free = self.device_free()
+        allowed = ""
+        if self.fraction() < 1.0:
+            allowed = format_size(int(self.fraction() * self.total)) + " allowed; "
+        raise torch.OutOfMemoryError(
+            f"CUDA out of memory. Tried to allocate {format_size(alloc)}. GPU {self.index} has a total capacity of "
+            f"{format_size(self.total)} of which {format_size(free)} is free. Including non-PyTorch memory, this "
+            f"process has {format_size(self.total - free)} memory in use. {allowed}Of the allocated memory "
+            f"{format_size(self.allocated)} is allocated by PyTorch, and {format_size(self.reserved - self.allocated)}"
+            " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+            "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+
+    # ------------------------------------------------------------------ torch.cuda.memory_stats()
+    def reset_peaks(self) -> None:
+        for per_pool in self.stats.values():
+            for stat in per_pool.values():
+                stat.peak = stat.current
+
+    def reset_accumulated(self) -> None:
+        for per_pool in self.stats.values():
+            for stat in per_pool.values():
+                stat.allocated = stat.freed = 0
+        for key in self.counters:
+            self.counters[key] = 0
+
+    def nested(self) -> dict:
+        """The nested dict torch._C._cuda_memoryStats returns (what memory_stats() and memory_summary() read)."""
+        out = {key: {pool: stat.as_dict() for pool, stat in per_pool.items()} for key, per_pool in self.stats.items()}
+        zero = Stat().as_dict()
+        out.update(oversize_allocations=zero, oversize_segments=zero, max_split_size=-1, **self.counters)
+        return out
