@@ -31,6 +31,14 @@ log = logging.getLogger("course.runner")
 
 WORKER_PREFIX = "course:worker:"  # one key per live worker (app/worker/service.py), expiring with its lease
 CANCEL_PREFIX = "course:cancel:"  # set by cancel(); the worker running the job stops it
+# A plain job's lease, in Redis (it has no database row): the worker running attempt N of job J holds
+# JOB_LEASE_PREFIX + "J:N", renewed every third of COURSE_RUNNER_LEASE_S; JOB_ATTEMPT_PREFIX + J is the attempt the
+# caller wants run (a worker given another stops), and JOB_DONE_PREFIX + J says the job is over.
+JOB_LEASE_PREFIX = "course:joblease:"
+JOB_ATTEMPT_PREFIX = "course:jobattempt:"
+JOB_DONE_PREFIX = "course:jobdone:"
+# what the caller's output shows between a lost run's lines and the rerun's
+RERUN_MARKER = "the worker stopped; running it again"
 # seconds the set of queues live workers take is trusted before it is read again from Redis
 SERVED_CACHE_S = 2.0
 # seconds one job is estimated to hold a worker slot, for the Retry-After of a busy refusal
@@ -48,18 +56,32 @@ def job_message(job: Job, limits: Limits | None) -> dict:
             "gpu": bool(getattr(job, "gpu", False))}
 
 
-class CeleryJobHandle:
-    """A plain job on the worker tier: its events are read from its stream."""
+def job_lease_key(job_id: str, attempt: int) -> str:
+    """Return the Redis key of the lease on one attempt of a plain job."""
+    return f"{JOB_LEASE_PREFIX}{job_id}:{attempt}"
 
-    def __init__(self, runner: CeleryRunner, job_id: str, deadline_s: float) -> None:
+
+class CeleryJobHandle:
+    """A plain job on the worker tier: its events are read from its stream.
+
+    Once a worker has started the job, its lease says it is alive; when the lease runs out before the job's
+    `done` (the worker died), the handle sends the job again as the next attempt, up to COURSE_RUNNER_MAX_ATTEMPTS
+    runs, and yields RERUN_MARKER on stderr before the new run's output.
+    """
+
+    def __init__(self, runner: CeleryRunner, job_id: str, deadline_s: float, *, message: dict | None = None,
+                 queue: str = "cpu") -> None:
         self.id = job_id
+        self.attempt = 1
         self._runner = runner
         self._deadline_s = deadline_s
+        self._message, self._queue = message, queue
         self._result: Result | None = None
 
     async def events(self) -> AsyncIterator[Event]:
         """Yield OutputEvents as the worker writes them, then exactly one DoneEvent."""
         after, deadline = "0", time.monotonic() + self._deadline_s
+        started = False  # the current attempt's `start` was read: its output follows, and its lease counts
         while self._result is None:
             if time.monotonic() > deadline:
                 self._result = Result(status="error", message=(
@@ -73,11 +95,44 @@ class CeleryJobHandle:
                 await asyncio.sleep(0.5)
                 continue
             for after, kind, data in entries:
-                if kind == "output":
+                if kind == "start":
+                    started = data.get("attempt", 1) == self.attempt
+                elif kind == "output" and started:
                     yield OutputEvent(data["stream"], data["line"])
-                elif kind == "done":
+                elif kind == "done" and started:
                     self._result = Result.from_dict(data)
+            if not entries and started and await self._worker_gone():
+                started = False
+                if self.attempt >= self._runner.settings.runner_max_attempts:
+                    self._result = Result(status="error", message=(
+                        f"this job was started {self.attempt} times and each time the worker running it stopped; "
+                        "run it again, and see the workers' logs if it keeps happening"))
+                    break
+                await self._run_again()
+                deadline = time.monotonic() + self._deadline_s
+                yield OutputEvent("stderr", RERUN_MARKER)
         yield DoneEvent(self._result)
+
+    async def _worker_gone(self) -> bool:
+        """Say whether the current attempt's lease ran out before the job was done (Redis unreachable: no, we
+        cannot tell). The worker marks the job done before it lets the lease go, so a finished job is never run
+        twice."""
+        if self._message is None:
+            return False
+        try:
+            redis = self._runner.redis
+            return not await redis.exists(job_lease_key(self.id, self.attempt), JOB_DONE_PREFIX + self.id)
+        except (RedisError, OSError):
+            return False
+
+    async def _run_again(self) -> None:
+        """Send the job again as the next attempt; a worker still holding an older one stops it."""
+        self.attempt += 1
+        log.info("job %s: its worker stopped (lease ran out); sending attempt %d", self.id, self.attempt)
+        await self._runner.redis.set(JOB_ATTEMPT_PREFIX + self.id, self.attempt,
+                                     ex=self._runner.settings.runner_stream_ttl_s)
+        await self._runner.send(RUN_TASK, [self.id, self._message, self.attempt],
+                                task_id=f"{self.id}-{self.attempt}", queue=self._queue)
 
     async def result(self) -> Result:
         """Wait for and return the result (draining the events if nobody read them)."""
@@ -173,9 +228,9 @@ class CeleryRunner:
         check_source(job, limits)
         queue = queue_for(job)
         await self.admit(queue)
-        job_id = new_job_id()
-        await self.send(RUN_TASK, [job_id, job_message(job, job.limits)], task_id=job_id, queue=queue)
-        return CeleryJobHandle(self, job_id, deadline_s=job_seconds(self.settings) * 2)
+        job_id, message = new_job_id(), job_message(job, job.limits)
+        await self.send(RUN_TASK, [job_id, message], task_id=job_id, queue=queue)
+        return CeleryJobHandle(self, job_id, deadline_s=job_seconds(self.settings) * 2, message=message, queue=queue)
 
     async def send_submission(self, submission_id: str, attempt: int, *, gpu: bool = False) -> None:
         """Queue the grading of a stored submission's attempt (no capacity check: it was admitted already)."""
@@ -199,4 +254,5 @@ class CeleryRunner:
         return maybe_sanitize_url(self.settings.celery_broker_url)
 
 
-__all__ = ["CeleryRunner", "CeleryJobHandle", "queue_for", "job_message", "WORKER_PREFIX", "CANCEL_PREFIX"]
+__all__ = ["CeleryRunner", "CeleryJobHandle", "queue_for", "job_message", "job_lease_key", "WORKER_PREFIX",
+           "CANCEL_PREFIX", "JOB_LEASE_PREFIX", "JOB_ATTEMPT_PREFIX", "JOB_DONE_PREFIX", "RERUN_MARKER"]

@@ -26,7 +26,13 @@ from app.db import Database
 from app.models import Submission
 from app.runner import BlockingRunner, Job, OutputEvent, Rejected, Result, streams
 from app.runner.celery_app import make_celery
-from app.runner.celery_runner import CANCEL_PREFIX, WORKER_PREFIX
+from app.runner.celery_runner import (
+    CANCEL_PREFIX,
+    JOB_ATTEMPT_PREFIX,
+    JOB_DONE_PREFIX,
+    WORKER_PREFIX,
+    job_lease_key,
+)
 from app.sandbox.limits import Limits
 from app.submission_views import verdict_json
 
@@ -106,17 +112,21 @@ class WorkerService:
                 self.sandbox.call(handle.cancel(), timeout=CANCEL_TIMEOUT_S)
 
     # ------------------------------------------------------------------ a plain job
-    def run_plain(self, job_id: str, message: dict) -> str:
-        """Run a plain job; its output and Result go to its stream."""
+    def run_plain(self, job_id: str, message: dict, attempt: int = 1) -> str:
+        """Run one attempt of a plain job under its lease; its output and Result go to its stream."""
         payload, limits = message["payload"], message.get("limits")
         # the job as it was sent, its host and ranks included; gpu is what the runner's GPU slots look at
         job = Job.from_payload(payload, Limits.from_dict(limits) if limits else None, bool(message.get("gpu")))
-        result = self.sandbox.call(self._run_plain(job_id, job), timeout=None)
-        return result.status
+        result = self.sandbox.call(self._run_plain(job_id, job, attempt), timeout=None)
+        return "skipped" if result is None else result.status
 
-    async def _run_plain(self, job_id: str, job: Job) -> Result:
+    async def _run_plain(self, job_id: str, job: Job, attempt: int) -> Result | None:
+        if not await self._claim_plain(job_id, attempt):
+            log.info("skipped job %s attempt %d: replaced, finished or running elsewhere", job_id, attempt)
+            return None
         writer = streams.EventWriter(self.redis, job_id, self.settings.runner_stream_ttl_s)
-        writer.add("start", {"attempt": 1, "worker": self.name})
+        writer.add("start", {"attempt": attempt, "worker": self.name})
+        lease = asyncio.create_task(self._keep_plain_lease(job_id, attempt))
         try:
             handle = await self.sandbox.runner.submit(job)
         except Rejected as exc:
@@ -128,8 +138,48 @@ class WorkerService:
                     if isinstance(event, OutputEvent):
                         writer.add("output", {"stream": event.stream, "line": event.line})
                 result = await handle.result()
+        finally:
+            lease.cancel()
         await writer.send("done", dataclasses.asdict(result))
+        await self._plain_done(job_id, attempt)
         return result
+
+    def _lease_ms(self) -> int:
+        return max(1, int(self.settings.runner_lease_s * 1000))
+
+    async def _claim_plain(self, job_id: str, attempt: int) -> bool:
+        """Take this attempt of a plain job: the one its caller wants, not finished, and held by nobody."""
+        try:
+            wanted = int(await self.redis.get(JOB_ATTEMPT_PREFIX + job_id) or 1)
+            if wanted != attempt or await self.redis.exists(JOB_DONE_PREFIX + job_id):
+                return False
+            return bool(await self.redis.set(job_lease_key(job_id, attempt), self.name, nx=True,
+                                             px=self._lease_ms()))
+        except Exception:  # noqa: BLE001 - Redis down: run it (delivery is at least once); the caller waits anyway
+            log.warning("could not take the lease of job %s attempt %d; running it", job_id, attempt)
+            return True
+
+    async def _keep_plain_lease(self, job_id: str, attempt: int) -> None:
+        """Renew the lease every third of it; stop the job once its caller wants another attempt run."""
+        while True:
+            await asyncio.sleep(self.settings.runner_lease_s / 3)
+            try:
+                if int(await self.redis.get(JOB_ATTEMPT_PREFIX + job_id) or 1) != attempt:
+                    log.warning("job %s attempt %d was replaced; stopping it", job_id, attempt)
+                    handle = self._handles.get(job_id)
+                    if handle is not None:
+                        await handle.cancel()
+                    return
+                await self.redis.set(job_lease_key(job_id, attempt), self.name, px=self._lease_ms())
+            except Exception:  # noqa: BLE001 - Redis down: the next period tries again
+                log.warning("could not renew the lease of job %s attempt %d", job_id, attempt)
+
+    async def _plain_done(self, job_id: str, attempt: int) -> None:
+        try:
+            await self.redis.set(JOB_DONE_PREFIX + job_id, attempt, ex=self.settings.runner_stream_ttl_s)
+            await self.redis.delete(job_lease_key(job_id, attempt))
+        except Exception:  # noqa: BLE001 - the lease expires by itself; the caller has read `done`
+            log.warning("could not mark job %s done", job_id)
 
     # ------------------------------------------------------------------ a stored submission
     def grade(self, submission_id: str, attempt: int) -> str:

@@ -9,8 +9,8 @@ def register(celery, service) -> None:
     """Register the two tasks on `celery`, each running in `service`'s sandbox."""
 
     @celery.task(name=RUN_TASK)
-    def run_job(job_id: str, message: dict) -> str:
-        return service.run_plain(job_id, message)
+    def run_job(job_id: str, message: dict, attempt: int = 1) -> str:
+        return service.run_plain(job_id, message, attempt)
 
     @celery.task(name=GRADE_TASK)
     def grade_submission(submission_id: str, attempt: int) -> str:

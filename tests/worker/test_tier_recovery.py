@@ -214,6 +214,8 @@ def test_a_regrade_whose_web_server_is_killed_is_taken_over_once_its_lease_ran_o
             return await asyncio.gather(*(learner.submit(slug, slow_solution(3, 0.4)) for _ in range(count)))
 
     assert all(o.verdict["status"] == "passed" for o in run(submissions()))
+    count = query(tier, "SELECT count(*) AS n FROM submissions WHERE exercise_slug = :slug AND status IN "
+                        "('passed', 'failed', 'timeout', 'error')", slug=slug)[0]["n"]  # earlier tests' too
 
     async def instructor(action):
         async with Learner(tier.web[0]) as ines:
@@ -253,3 +255,30 @@ def test_a_regrade_whose_web_server_is_killed_is_taken_over_once_its_lease_ran_o
     assert len(per_submission) == count and all(r["n"] == 1 for r in per_submission), per_submission
     again = course(tier, "regrade", slug)
     assert again.returncode == 0 and f"regraded {count} submissions" in again.stdout, again.stderr
+
+
+def test_a_course_run_whose_worker_dies_runs_again_within_the_lease_with_a_marker_line(tier, workers, tmp_path):
+    """SIGKILL the worker running a plain `course run`: within a lease the CLI sends it again, prints the marker,
+    then the whole rerun, and exits as the program does. Last in the module: it leaves one worker."""
+    program = tmp_path / "lines.py"
+    program.write_text("import time\nfor i in range(6):\n    print('line', i, flush=True)\n    time.sleep(0.5)\n")
+    cli = subprocess.Popen([sys.executable, "-m", "app.cli", "run", str(program)], env=tier.env, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        def running_on():
+            keys = list(tier.redis.scan_iter(match="course:joblease:*"))
+            holder = tier.redis.get(keys[0]) if keys else None
+            return holder and next((p for p in tier.workers if f":{p.pid}:" in holder.decode()), None)
+
+        victim = wait_for(running_on, "a worker took the job", bound=60)
+        time.sleep(1)  # a line or two printed
+        tier.kill_worker(victim)
+        output, _ = cli.communicate(timeout=BOUND_S)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    assert cli.returncode == 0, output
+    lost, marker, rerun = output.partition("the worker stopped; running it again\n")
+    assert marker, output
+    assert rerun.splitlines() == [f"line {i}" for i in range(6)], output  # the whole rerun, after the marker
+    assert lost.splitlines() and set(lost.splitlines()) <= {f"line {i}" for i in range(6)}, output
