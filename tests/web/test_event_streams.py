@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack
 
 from app.main import create_app
 from app.runner.batches import parse_position
-from app.runner.streams import valid_id
+from app.runner.streams import event_id, resume_point, valid_id
 from bench.clients import Learner
 from tests.helpers import LiveServer, make_settings, parse_sse
 
@@ -88,3 +88,10 @@ def test_event_ids_are_ascii_digits_only():
         assert parse_position(malformed) is None, malformed
     for malformed in ("\xb2-0", "0-\u0663", "1" * 5000 + "-0", "", None, "1-", "1-0-0"):
         assert valid_id(malformed) is None, malformed
+
+
+def test_tier_event_ids_carry_the_position_of_output_and_parse_back():
+    assert event_id("1700-3", (120, 3)) == "1700-3/120:3" and event_id("1700-4", None) == "1700-4"
+    assert resume_point("1700-3/120:3") == ("1700-3", (120, 3)) and resume_point("1700-4") == ("1700-4", None)
+    for malformed in ("1700-3/\xb2:0", "1700-3/1:", "\xb2-0", "stored-2", "verdict", "", None):
+        assert resume_point(malformed) is None, malformed
