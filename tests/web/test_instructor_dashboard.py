@@ -182,8 +182,11 @@ def test_the_regrade_api_and_its_refusals(classroom, live_app):
     assert wait_for(instructor, started.json()["id"])["status"] == "finished"
     bad = instructor.post("/instructor/exercises/pick-device/regrade", data={"since": "March"}, follow_redirects=False)
     assert "regrade_error=" in bad.headers["location"] and "YYYY-MM-DD" in unquote(bad.headers["location"])
-    with live_app.state.db.session(write=True) as session, session.begin():
-        session.add(Regrade(exercise_slug="bring-it-back", status="running", total=3))
+    from app.leases import db_clock
+
+    with live_app.state.db.session(write=True) as session, session.begin():  # held by a live process elsewhere
+        session.add(Regrade(exercise_slug="bring-it-back", status="running", total=3, holder="web-2:17:abc",
+                            heartbeat_at=db_clock()))
     busy = instructor.post("/api/instructor/exercises/bring-it-back/regrades", json={})
     assert busy.status_code == 409 and "already running" in busy.json()["detail"]
     assert instructor.post("/api/instructor/exercises/no-such/regrades", json={}).status_code == 404
