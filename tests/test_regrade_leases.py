@@ -58,3 +58,31 @@ def test_a_live_lease_refuses_a_second_start_and_a_stale_one_is_taken_over(db):
         regrade._store(db, regrade_id, "any-submission", {}, "web-a")
     with pytest.raises(regrade.RegradeError):  # web-b's lease is live
         step(db, start, holder="web-c")
+
+
+@pytest.mark.slow  # one regrade through a sandbox of its own
+def test_course_regrade_resumes_a_regrade_whose_process_died(db, settings):
+    """Before leases it exited 1 "already running" for good; now it takes the stalled row over and finishes it."""
+    import os
+    import subprocess
+    import sys
+
+    from app import progress
+
+    solution = (ROOT / "exercises" / "same-device" / "solution.py").read_text()
+    with db.session(write=True) as session, session.begin():
+        for learner in ("ann", "ben"):
+            submission = progress.record_submission(session, learner_id=learner, exercise_slug="same-device",
+                                                    code=solution)
+            progress.finish_submission(session, submission_id=submission.id, verdict={
+                "exercise": "same-device", "status": "passed", "checks": [], "stdout": "", "stderr": "",
+                "duration_ms": 1, "device": "cpu"})
+    regrade_id, _resumed, _holder = step(db, start, holder="killed-web")
+    age(db, regrade_id, 600)
+    env = {**os.environ, "COURSE_ENV": "test", "COURSE_SECRET_KEY": settings.secret_key,
+           "COURSE_DATABASE_URL": settings.database_url}
+    done = subprocess.run([sys.executable, "-m", "app.cli", "regrade", "same-device"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming regrade #{regrade_id} of same-device (0 of 2 done)" in done.stderr
+    assert "same-device: regraded 2 submissions in" in done.stdout and f"(regrade #{regrade_id})" in done.stdout
