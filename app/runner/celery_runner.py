@@ -51,9 +51,14 @@ def queue_for(job: Job) -> str:
 
 
 def job_message(job: Job, limits: Limits | None) -> dict:
-    """Return the JSON a plain job travels as (the worker rebuilds the Job from it)."""
+    """Return the JSON a plain job travels as (the worker rebuilds the Job from it).
+
+    A graded job's report key travels beside the payload, as it does to the fork server: the job never reads
+    it from there (it cannot reach Redis), and without it the worker's run would report under another key and
+    every `course grade`, `course check` or regrade on the tier would fail.
+    """
     return {"payload": job.payload(), "limits": limits.to_dict() if limits else None,
-            "gpu": bool(getattr(job, "gpu", False))}
+            "gpu": bool(getattr(job, "gpu", False)), "key": getattr(job, "key", None)}
 
 
 def job_lease_key(job_id: str, attempt: int) -> str:

@@ -117,6 +117,7 @@ class WorkerService:
         payload, limits = message["payload"], message.get("limits")
         # the job as it was sent, its host and ranks included; gpu is what the runner's GPU slots look at
         job = Job.from_payload(payload, Limits.from_dict(limits) if limits else None, bool(message.get("gpu")))
+        job.key = message.get("key")  # the report key of a graded job (job_message says why it travels apart)
         result = self.sandbox.call(self._run_plain(job_id, job, attempt), timeout=None)
         return "skipped" if result is None else result.status
 

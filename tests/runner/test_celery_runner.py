@@ -109,3 +109,10 @@ def test_a_jobs_ranks_and_simulated_host_survive_the_trip_to_a_worker():
     job = Job(code="print(1)\n", filename="ranks.py", host=host_for(gpus=2), nproc=2)
     message = json.loads(json.dumps(job_message(job, None)))  # Celery's json serializer, both ways
     assert Job.from_payload(message["payload"]) == job
+
+
+def test_a_graded_jobs_report_key_travels_beside_its_payload():
+    """Without it the worker's run reports under another key and every plain graded job on the tier fails."""
+    job = Job(code="print(1)\n", mode="grade", grade={"probe": "x"}, key="k3y")
+    message = json.loads(json.dumps(job_message(job, None)))
+    assert message["key"] == "k3y" and "k3y" not in json.dumps(message["payload"])  # never in the payload
