@@ -130,7 +130,8 @@ class Hooks:
         fact = dict(line=frame.f_lineno, module=type(module).__name__, id=id(module), step=self.steps,
                     names=self.names_in(frame, module), has_params=bool(params), grad=torch.is_grad_enabled(),
                     param_devices=sorted({self.device_of(p) for p in params}),
-                    inputs=[self.describe(t, frame) for t in tensors])
+                    inputs=[self.describe(t, frame) for t in tensors],
+                    shape=list(tensors[0].shape) if tensors else None)  # samples per step (fits-on-one-gpu)
         self.record("forward", n=self.forwards, **fact)
         if host:
             self.record("host_input", **fact)

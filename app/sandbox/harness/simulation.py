@@ -317,7 +317,8 @@ class Simulation:
     def _move_data(self, src, label, current, dtype, non_blocking, copy, memory_format):
         """The moved tensor: a host copy (what every simulated GPU tensor is), or, for a tensor too large to keep
         values, a meta one; the card's out-of-memory error first when the copy lands on a GPU that cannot hold it."""
-        valueless = "_pt_nodata" in src.__dict__
+        # a meta tensor torch made itself (inside a decomposition, say) has no values either
+        valueless = "_pt_nodata" in src.__dict__ or _is_meta(src)
         if valueless and label == "cpu" and current != "cpu":
             raise dataless.refuse(src, current, "cannot copy its values to the host")
         dtype = dtype or src.dtype
