@@ -80,3 +80,13 @@ def test_course_run_machine_flag_setting_and_a_throw_away_profile(tmp_path: Path
     assert card.stdout == f"Test Card 7GB|{7 << 30}|(9, 0)|132|1|True\n"
     unknown = course("run", "--machine", "t5", str(script))
     assert unknown.returncode == 2 and "unknown machine 't5'; one of a100-40gb" in unknown.stderr
+
+
+def test_exercise_yaml_machine_picks_the_card_a_graded_job_runs_on():
+    starter = machines.FOLDER.parents[2] / "exercises" / "fits-on-one-gpu" / "starter.py"  # machine: l4
+    proc = course("grade", "--json", "fits-on-one-gpu", str(starter))
+    verdict = json.loads(proc.stdout)
+    fits = next(c for c in verdict["checks"] if c["id"] == "fits")
+    assert proc.returncode == 1 and not fits["passed"]
+    assert fits["message"].startswith("line 16: torch.OutOfMemoryError: asking for 1024.00 MiB more did not fit on "
+                                      "the 22.49 GiB card; the peak before it was ")
