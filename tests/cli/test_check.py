@@ -25,7 +25,7 @@ def test_check_passes_on_the_real_lessons():
     """The whole check, as an instructor runs it: static checks, runnable blocks, exercise grading."""
     result = course_check("lessons/")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "ok: 4 lesson(s)" in result.stdout
+    assert "ok: 5 lesson(s)" in result.stdout
 
 
 def test_check_passes_on_a_good_fixture_course(fixtures_dir):
