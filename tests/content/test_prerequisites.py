@@ -19,7 +19,8 @@ def test_every_lessons_prerequisites_come_before_it():
 def test_the_training_loop_comes_before_multi_gpu_and_keeps_its_url():
     course = load_course(ROOT / "lessons", ROOT / "exercises")
     slugs = [lesson.meta.slug for lesson in sorted(course.lessons, key=lambda lesson: lesson.meta.order)]
-    assert slugs == ["cpu-gpu-border", "picking-a-device", "training-loop", "multi-gpu-and-distributed"]
+    assert slugs == ["cpu-gpu-border", "picking-a-device", "training-loop", "will-it-fit",
+                 "multi-gpu-and-distributed"]
     multi = next(lesson for lesson in course.lessons if lesson.meta.slug == "multi-gpu-and-distributed")
     assert "training-loop" in multi.meta.prerequisites  # it starts from that lesson's loop
 

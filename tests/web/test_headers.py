@@ -47,7 +47,8 @@ def real_path(path: str, values: dict[str, str]) -> str:
     def value(match: re.Match) -> str:
         name = match.group(1)
         if name == "slug":
-            return values["exercise" if path.startswith(("/api/exercises/", "/instructor/exercises/")) else "lesson"]
+            exercise_routes = ("/api/exercises/", "/instructor/exercises/", "/exercises/")
+            return values["exercise" if path.startswith(exercise_routes) else "lesson"]
         if name not in values:
             pytest.fail(f"{path}: give the parameter {{{name}}} a value that exists in the `visitor` fixture")
         return values[name]
