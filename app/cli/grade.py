@@ -43,10 +43,14 @@ def grade_file(slug: str, code: str, settings, on_output=None):
 
 
 def print_verdict(verdict) -> None:
-    """Print the checks, one per line, then the status."""
-    echo(f"\n{verdict.exercise}: {verdict.status} on {verdict.device} in {verdict.duration_ms} ms")
+    """Print the status, the checks (one per line; a check never reached is marked `----`), then any advice."""
+    where = f" on {verdict.device}" if verdict.device else ""
+    echo(f"\n{verdict.exercise}: {verdict.status}{where} in {verdict.duration_ms} ms")
     for c in verdict.checks:
-        echo(f"  {MARK[c.passed]} {c.id}" + (f"  {c.message}" if c.message else ""))
+        mark = MARK[c.passed] if c.passed or c.reached else "----"
+        echo(f"  {mark} {c.id}" + (f"  {c.message}" if c.message else ""))
+    for a in verdict.advice:
+        echo(f"  NOTE {a.message}")
 
 
 @click.command()

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.grading.source import hard_coded_device_line
 from app.grading.verdict import CheckResult
 
 
 def check(id: str, passed: bool, message: str = "", line: int | None = None, *,
-          cause: str | None = None) -> CheckResult:
+          cause: str | None = None, vacuous: bool = False) -> CheckResult:
     """Build one check result (a passing check needs no message). `cause` names what a failure comes down to,
-    so that checks failing for the same cause are worded once (app/grading/messages.py)."""
+    so that checks failing for the same cause are worded once (app/grading/messages.py). `vacuous`: the check
+    passed only because what it looks for never happened (no two devices met), which says nothing when the
+    program stopped early (see mark_unreached)."""
     return CheckResult(id=id, passed=passed, message="" if passed else message, line=None if passed else line,
-                       cause=None if passed else cause)
+                       cause=None if passed else cause, vacuous=passed and vacuous)
 
 
 def name_of(tensor_fact: dict, fallback: str = "a tensor") -> str:
@@ -37,6 +40,7 @@ class Facts:
     """The report, with accessors that never raise on a missing part."""
 
     report: dict
+    code: str | None = None  # the learner's source, for the lines the trace cannot name (app/grading/source.py)
 
     @property
     def accelerator(self) -> str:
@@ -111,14 +115,16 @@ def mark_unreached(results: list[CheckResult], facts: Facts) -> list[CheckResult
     the same for every exercise: a failed check that names no line has found nothing of its own to blame; when
     the program stopped early, that absence is the stop's doing. Its message becomes `not reached: the program
     stopped at line N` and `reached` becomes False. Checks that name a line (the one that explains the stop,
-    or a mistake made before it) keep their own words. When none of them names the line where an exception
+    or a mistake made before it) keep their own words. A check that passed only because nothing it looks for
+    happened (`vacuous`: no two devices met) is not reached either: a program stopped at a syntax error ran none
+    of it. When none of them names the line where an exception
     stopped the program, the first such check reports the exception there instead: the crash is always a
     failing check with its line link.
     """
     line = facts.stopped_line
     if line is None:
         return results
-    out = [r if r.passed or r.line is not None else
+    out = [r if (r.passed and not r.vacuous) or r.line is not None else
            CheckResult(id=r.id, passed=False, message=f"not reached: the program stopped at line {line}",
                        line=None, reached=False) for r in results]
     exc = facts.outcome.get("exception")
@@ -156,10 +162,17 @@ def check_picks_device(facts: Facts) -> CheckResult:
     """`picks_device`: the program asked torch which device is usable before it put anything on one."""
     placed = facts.first_placement
     if placed and not placed.get("asked"):
-        return check("picks_device", False,
-                     f"{at(placed.get('line'))}a tensor went to {placed.get('device')} before the program asked "
-                     "torch whether a GPU is usable: a hard-coded \"cuda\" stops at this line on a machine without "
-                     f"one. Pick the device by asking: {ASK_FOR_DEVICE}.", placed.get("line"))
+        used = placed.get("line")
+        written = hard_coded_device_line(facts.code, used) or used  # the fix goes where "cuda" is written
+        if written == used:
+            what = (f"a tensor went to {placed.get('device')} before the program asked torch whether a GPU is usable: "
+                    "a hard-coded \"cuda\" stops at this line on a machine without one")
+        else:
+            what = (f"the device is hard-coded here, and line {used} put a tensor on {placed.get('device')} with it "
+                    f"before the program asked torch whether a GPU is usable: on a machine without one, line {used} "
+                    "stops the program")
+        return check("picks_device", False, f"{at(written)}{what}. Pick the device by asking: {ASK_FOR_DEVICE}.",
+                     written)
     if not placed and not facts.count("device_query"):
         return check("picks_device", False, "the program never asks torch which device is usable, so it never uses "
                                             f"a GPU, even where there is one; pick it by asking: {ASK_FOR_DEVICE}.")
@@ -170,7 +183,7 @@ def check_same_device(facts: Facts) -> CheckResult:
     """`same_device`: no op mixed an accelerator tensor with a host tensor."""
     mismatches = facts.events("mismatch")
     if not mismatches:
-        return check("same_device", True)
+        return check("same_device", True, vacuous=True)
     m = mismatches[0]
     tensors = m.get("tensors") or []
     host = [t for t in tensors if not facts.on_accelerator(t.get("device")) and t.get("dim", 1) > 0]

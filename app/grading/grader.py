@@ -18,6 +18,7 @@ from typing import Any
 
 from app.config import get_settings
 from app.content.exercises import Exercise
+from app.grading.advice import sync_advice, timeout_hint
 from app.grading.facts import Facts, check, mark_unreached
 from app.grading.messages import tidy
 from app.grading.paths import scrub, verdict_for_learner
@@ -84,12 +85,14 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | 
     if result.status in ("error", "cancelled"):  # the sandbox broke or the job was stopped: not the learner's fault
         return Verdict(status="error", checks=[], **{**base, "stderr": _join(result.stderr, result.message)})
     if result.status == "limit" and result.limit_hit in ("wall", "cpu"):
-        return Verdict(status="timeout", **base, checks=_stopped(
-            exercise, f"{_sentence(result.message or 'the program ran past its time limit')} Look for a loop that "
-                      "never ends, or train for fewer steps."))
+        # no report came back, so the device is not known: the verdict names none rather than "cpu"
+        return Verdict(status="timeout", device="", **base, checks=_stopped(
+            exercise, f"{_sentence(result.message or 'the program ran past its time limit')} "
+                      f"{timeout_hint(code, result.stdout)}"))
     if result.status == "limit":
-        return Verdict(status="failed", **base, checks=_stopped(
-            exercise, _sentence(result.message or f"the program went past the {result.limit_hit} limit")))
+        return Verdict(status="failed", device="", **base, checks=_stopped(
+            exercise, f"{_sentence(result.message or f'the program went past the {result.limit_hit} limit')} "
+                      f"{timeout_hint(code, result.stdout, otherwise='')}".rstrip()))
     report = result.report
     if not isinstance(report, dict) or report.get("nonce") != nonce:
         if result.status == "failed" and result.signal == signal.SIGKILL:
@@ -97,17 +100,17 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | 
         why = ("the program ended before the grader could collect its results"
                + (f" (killed by signal {result.signal})" if result.signal else "")
                + "; do not call `os._exit()` or end the process yourself, and let the script run to its end.")
-        return Verdict(status="failed", **base, checks=_stopped(exercise, why))
+        return Verdict(status="failed", device="", **base, checks=_stopped(exercise, why))
     if report.get("probe_error"):
         return Verdict(status="error", device=report.get("device") or "cpu", checks=[],
                        **{**base, "stderr": _join(result.stderr, "The grader's probe failed (not your code's "
                                                                  "fault):\n" + report["probe_error"])})
-    facts = Facts(report)
+    facts = Facts(report, code=code)
     checks = tidy(_decide(exercise, facts), code)
     status = "passed" if all(c.passed for c in checks) else "failed"
     placement, totals = placement_map(report, code)
     return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", placement=placement,
-                   placement_totals=totals, **base)
+                   placement_totals=totals, advice=sync_advice(placement, facts.steps), **base)
 
 
 def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:

@@ -85,12 +85,35 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
     return names
 
 
+def moved_names(code: str | None) -> dict[int, list[str]]:
+    """Per line, the expressions copied with `.to()`/`.cuda()`/`.cpu()` (`self.mean.to(x.device)`: self.mean)."""
+    try:
+        tree = ast.parse(code or "")
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[int, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("to", "cuda", "cpu") and isinstance(node.func.value, (ast.Name, ast.Attribute)):
+            names = out.setdefault(node.lineno, [])
+            text = ast.unparse(node.func.value)
+            if text not in names:
+                names.append(text)
+    return {line: sorted(names, key=lambda n: code_offset(code, line, n)) for line, names in out.items()}
+
+
+def code_offset(code: str | None, line: int, text: str) -> int:
+    """Where `text` first appears on `line` (to keep names in reading order)."""
+    lines = (code or "").splitlines()
+    return lines[line - 1].find(text) if 0 < line <= len(lines) else 0
+
+
 def placement_map(report: dict, code: str | None) -> tuple[list[PlacementEntry], PlacementTotals | None]:
     """Return a harness report's placement entries (by line) and totals; ([], None) when it has none."""
     raw = (report.get("trace") or {}).get("lines")
     if not isinstance(raw, list):
         return [], None
-    in_loop, assigned = loop_lines(code), assigned_names(code)
+    in_loop, assigned, moved = loop_lines(code), assigned_names(code), moved_names(code)
     entries = []
     for item in raw[:ENTRIES_SHOWN]:
         try:
@@ -98,6 +121,9 @@ def placement_map(report: dict, code: str | None) -> tuple[list[PlacementEntry],
         except (ValueError, TypeError):  # the report is the sandbox's word: skip what does not read as an entry
             continue
         entry.in_loop = entry.line in in_loop or entry.count > 1
+        if not entry.names and entry.event in ("to_device", "to_host") and not entry.module:
+            # what the line copies (`self.mean.to(x.device)`), not what it assigns to (`x = ...`)
+            entry.names = moved.get(entry.line, [])
         if not entry.names and entry.event in ("created_on_device", "to_device"):
             entry.names = assigned.get(entry.line, [])
         entry.summary = summary(entry)
@@ -164,5 +190,5 @@ def totals_summary(t: PlacementTotals) -> str:
 EVENT_WORDS = {"to_device": "to the device", "to_host": "back to the host", "sync": "host waits (sync)",
                "mismatch": "devices met", "created_on_device": "made on the device"}
 
-__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "loop_lines", "assigned_names", "totals",
-           "EVENT_WORDS"]
+__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "loop_lines", "assigned_names", "moved_names",
+           "totals", "EVENT_WORDS"]

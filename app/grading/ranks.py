@@ -26,7 +26,14 @@ class RankFacts(Facts):
 
     @property
     def local_rank(self) -> int:
-        return self.rank  # one node: torchrun --standalone gives local = global ranks
+        """LOCAL_RANK (the global rank on one machine, where torchrun --standalone gives local = global)."""
+        return int(self.report.get("local_rank", self.rank))
+
+    @property
+    def node(self) -> int | None:
+        """The simulated machine (GROUP_RANK) on a job of several machines; None on one machine."""
+        node = self.report.get("node")
+        return None if node is None else int(node)
 
     @property
     def device(self) -> str:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.grading.advice import Advice
 from app.grading.placement import PlacementEntry, PlacementTotals
 
 Status = Literal["passed", "failed", "error", "timeout", "rejected"]
@@ -24,6 +25,9 @@ class CheckResult(BaseModel):
     # what this finding comes down to ("returned:7:None", "host:xb@20"), set by a check that can tell; failed
     # checks with the same cause are worded once (app/grading/messages.py). Not part of the Verdict JSON.
     cause: str | None = Field(default=None, exclude=True)
+    # passed only because what it looks for never happened; not reached when the program stopped early
+    # (facts.mark_unreached). Not part of the Verdict JSON.
+    vacuous: bool = Field(default=False, exclude=True)
 
 
 class Verdict(BaseModel):
@@ -39,6 +43,8 @@ class Verdict(BaseModel):
     # per line of the learner's code, where tensors went (app/grading/placement.py); empty when nothing ran
     placement: list[PlacementEntry] = Field(default_factory=list)
     placement_totals: PlacementTotals | None = None
+    # what costs time without failing a check: a sync on every step (app/grading/advice.py); decides nothing
+    advice: list[Advice] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from app.config import Settings
 from app.content.markdown import highlight_code, render_inline_markdown, render_markdown
@@ -84,6 +84,22 @@ def highlight_filter(code: str, lang: str = "python") -> Markup:
     return Markup(highlight_code(code or "", lang))
 
 
+def code_spans_filter(text: str | None) -> Markup:
+    """Text whose `backtick` spans (the grader quotes code that way) become <code>, the rest escaped."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: show it as it is
+        return Markup(escape(str(text)))
+    return Markup("").join(Markup("<code>%s</code>") % p if i % 2 else escape(p) for i, p in enumerate(parts))
+
+
+def status_where(duration_ms: int | None, device: str | None) -> str:
+    """'61 ms on cuda:0, simulated on CPU' (one level of brackets in the status line); no device when unknown."""
+    if duration_ms is None:
+        return ""
+    label = (device or "").replace(" (simulated on CPU)", ", simulated on CPU")
+    return f"{duration_ms} ms on {label}" if label else f"{duration_ms} ms"
+
+
 def duration_filter(seconds: float | None) -> str:
     """Say how long a span of seconds is, to the unit that matters: "40 s", "12 min", "3 h 5 min", "2 days"."""
     if seconds is None:
@@ -110,9 +126,9 @@ def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Ji
                       auto_reload=reload)  # fmt: skip
     env.globals.update(current_user=current_user, csrf_token=csrf_token, csp_nonce=csp_nonce,
                        asset=AssetUrls(settings.static_dir, frozen=not reload), output_items=output_items,
-                       placement_events=EVENT_WORDS)  # fmt: skip
+                       placement_events=EVENT_WORDS, status_where=status_where)  # fmt: skip
     env.filters.update(markdown=markdown_filter, markdown_inline=markdown_inline_filter, highlight=highlight_filter,
-                       duration=duration_filter)
+                       duration=duration_filter, code_spans=code_spans_filter)
     return Jinja2Templates(env=env)
 
 

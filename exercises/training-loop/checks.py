@@ -13,6 +13,7 @@ from app.grading.facts import (
     host_cause,
     name_of,
 )
+from app.grading.source import batch_names, built_at
 
 # the loss "went down" when the mean of the last quarter of losses is below this share of the first quarter's
 LOSS_DROP = 0.95
@@ -51,10 +52,15 @@ def _model_on_device(facts: Facts):
         host = [d for d in e["param_devices"] if not facts.on_accelerator(d)]
         if host:
             var = (e.get("names") or ["model"])[0]
+            built = built_at(facts.code, var)  # the fix goes on the line that builds the model
+            if built is None or built == e["line"]:
+                where, line = f"{at(e['line'])}{_model_label(e)} ran its first forward pass", e["line"]
+            else:
+                where, line = (f"{at(built)}{_model_label(e)} is built here and ran its first forward pass (line "
+                               f"{e['line']})"), built
             return check("model_on_device", False,
-                         f"{at(e['line'])}{_model_label(e)} ran its first forward pass with its parameters on "
-                         f"{host[0]}. Move it once, right after building it: `{var} = {var}.to(device)`."
-                         + _device_note(facts), e["line"])
+                         f"{where} with its parameters on {host[0]}. Move it once, right after building it: "
+                         f"`{var} = {var}.to(device)`." + _device_note(facts), line)
     return check("model_on_device", True)
 
 
@@ -93,7 +99,7 @@ def _batch_on_device(facts: Facts):
                     dropped["line"], cause=dropped_cause(dropped, var.strip("`")))
             where = "the model lives on the device" if e.get("has_params") and all(
                 facts.on_accelerator(d) for d in e.get("param_devices", [])) else "it should be on the device"
-            move = f" Move the batch: `{var.strip('`')} = {var.strip('`')}.to(device)`." if bad[0].get("names") \
+            move = f" Move the batch: {_move_all(facts, var.strip('`'))}." if bad[0].get("names") \
                 else " Move each batch with `.to(device)` inside the loop."
             return check("batch_on_device", False,
                          f"{at(e['line'])}{var} reached `{e['module']}` on the host; {where}.{move}", e["line"],
@@ -103,6 +109,13 @@ def _batch_on_device(facts: Facts):
         if bad:
             return _targets_message(e["line"], bad[0], e["fn"])
     return check("batch_on_device", True)
+
+
+def _move_all(facts: Facts, var: str) -> str:
+    """`xb, yb = xb.to(device), yb.to(device)` when the loop unpacks both and neither was moved; else `xb = ...`."""
+    moved = {n for e in facts.events("move") if facts.on_accelerator(e.get("dst_device")) for n in e.get("names") or []}
+    names = [n for n in batch_names(facts.code, var) if n == var or n not in moved]
+    return f"`{', '.join(names)} = {', '.join(f'{n}.to(device)' for n in names)}`"
 
 
 def _targets_message(line, tensor, where):

@@ -19,10 +19,22 @@
     for (const entry of entries) {
       const mark = byLine.get(entry.line) || { line: entry.line, kind: entry.event, texts: [] };
       if (PRIORITY.indexOf(entry.event) < PRIORITY.indexOf(mark.kind)) mark.kind = entry.event;
-      mark.texts.push(entry.summary);
+      mark.texts.push(String(entry.summary || "").replace(/`/g, ""));  // a hover text shows no markup
       byLine.set(entry.line, mark);
     }
     return Array.from(byLine.values(), (m) => ({ line: m.line, kind: m.kind, text: m.texts.join("\n") }));
+  }
+
+  /** Text with `backtick` spans as <code> nodes, as the server's code_spans filter renders them. */
+  function codeSpans(text) {
+    const parts = String(text).split("`");
+    if (parts.length % 2 === 0) return [String(text)];
+    return parts.map((part, i) => {
+      if (!(i % 2)) return part;
+      const code = document.createElement("code");
+      code.textContent = part;
+      return code;
+    });
   }
 
   function cell(...children) {
@@ -47,7 +59,7 @@
       mark.setAttribute("aria-hidden", "true");
       const summary = e.summary || "";
       row.append(cell(lineLink(e.line, String(e.line))), cell(mark, ` ${EVENT_WORDS[e.event] || e.event}`),
-                 cell(summary.slice(summary.indexOf(": ") + 2)));
+                 cell(...codeSpans(summary.slice(summary.indexOf(": ") + 2))));
       body.append(row);
     }
   }

@@ -37,33 +37,54 @@
     return check.reached === false ? "unreached" : "failed";
   }
 
-  /** Render the checks into the list; `lineLink(n)` makes the link that puts the editor's cursor on line n. */
+  /** Render the checks into the list; `lineLink(n)` makes the link that puts the editor's cursor on line n.
+   *  Each row starts with the check's id; a failed message's leading "line N: " becomes the link itself. */
   function renderChecks(list, verdict, root, lineLink) {
     list.replaceChildren();
     for (const check of verdict.checks || []) {
       const kind = kindOf(check);
       const [symbol, label] = MARKS[kind];
       let message;
-      const description = kind === "passed" &&
+      let linked = false;
+      const description = kind !== "failed" &&
         root.querySelector(`.exercise-spec li[data-check="${CSS.escape(check.id)}"] .check-description`);
+      const text = check.message || "";
+      const prefix = `line ${check.line}: `;
       if (description) {
         message = el("span", { class: "message" });
         message.append(...Array.from(description.childNodes, (n) => n.cloneNode(true)));
+        if (kind === "unreached") message.append(" ", el("span", { class: "unreached-note" }, `(${text})`));
+      } else if (kind === "failed" && check.line && text.indexOf(prefix) >= 0 && text.indexOf(prefix) <= 16) {
+        // the message's own "line N: " (after a "rank 1: " where there is one) becomes the link, said once
+        const at = text.indexOf(prefix);
+        message = codeSpans(text.slice(at + prefix.length));
+        message.prepend(text.slice(0, at), lineLink(check.line), ": ");
+        linked = true;
       } else {
-        message = codeSpans(check.message || "");
+        message = codeSpans(text);
       }
       const item = el("li", { class: `check ${kind}`, "data-check": check.id },
-        el("span", { class: "mark", role: "img", "aria-label": label }, symbol), " ", message);
-      if (check.line && !check.passed) item.append(" ", lineLink(check.line));
+        el("span", { class: "mark", role: "img", "aria-label": label }, symbol), " ",
+        el("code", { class: "check-id" }, check.id), " ", message);
+      if (check.line && !check.passed && !linked) item.append(" ", lineLink(check.line));
       list.append(item);
     }
   }
 
+  /** The advice under the checks (a sync on every step ...): one item per line of advice. */
+  function renderAdvice(list, verdict) {
+    list.replaceChildren();
+    for (const a of verdict.advice || []) list.append(el("li", {}, codeSpans(a.message)));
+    list.hidden = !(verdict.advice || []).length;
+  }
+
   /** The status line: what happened, how long it took and on which device. */
   function statusText(verdict) {
-    const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms on ${verdict.device || "cpu"})` : "";
+    // one level of brackets: "(61 ms on cuda:0, simulated on CPU)"; no device when the verdict names none
+    const device = (verdict.device || "").replace(" (simulated on CPU)", ", simulated on CPU");
+    const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms${device ? ` on ${device}` : ""})` : "";
     return (STATUS_TEXT[verdict.status] || verdict.status) + ms;
   }
 
-  ns.Verdict = { renderChecks, statusText, STATUS_TEXT, el };
+  ns.Verdict = { renderChecks, renderAdvice, statusText, STATUS_TEXT, el };
 })();

@@ -323,6 +323,8 @@
     showVerdict(verdict) {
       this.output.finish();
       Verdict.renderChecks(this.checks, verdict, this.root, (n) => this.lineLink(n));
+      const advice = this.root.querySelector(".exercise-advice");
+      if (advice) Verdict.renderAdvice(advice, verdict);
       Placement.show(this, verdict);
       this.finish(Verdict.statusText(verdict), verdict.status);
       if (verdict.status === "passed") this.markPassed();

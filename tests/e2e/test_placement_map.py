@@ -92,7 +92,7 @@ def test_printing_the_loss_tensor_every_epoch_marks_that_line_as_a_sync(live_sit
     assert marks[line_of(code, "xb, yb = xb.to(device)")] == "to_device"
     panel.locator('.cm-placement-mark[data-kind="sync"]').hover()
     expect(panel.locator(".cm-placement-tip")).to_contain_text(
-        f"line {print_line}: loss [] read on the host with `print`, 5 times inside a loop")
+        f"line {print_line}: loss [] read on the host with print, 5 times inside a loop")  # `print` drawn as code
     expect(panel.locator(".placement-totals")).to_contain_text("5 syncs, 5 of them inside a loop")
     assert page.console_errors == []
 

@@ -73,7 +73,7 @@ def test_training_loop_batch_message(grade):
     batch = next(c for c in verdict.checks if c.id == "batch_on_device")
     assert batch.line == 20
     assert batch.message.startswith("line 20: `xb` reached `Sequential` on the host; the model lives on the device")
-    assert "`xb = xb.to(device)`" in batch.message
+    assert "`xb, yb = xb.to(device), yb.to(device)`" in batch.message  # both are on the host: one run, not two
 
 
 def test_traceback_points_into_learner_file_without_sandbox_frames(grade, exercises):

@@ -79,3 +79,23 @@ def test_the_learner_key_is_the_learners_not_the_browsers(make_client):
     first.headers["X-CSRF-Token"] = after.json()["csrf_token"]
     state = first.get("/api/exercises/same-device/submissions").json()
     assert state["learner_key"] != key and state["signed_in"] is False
+
+
+def test_check_rows_name_their_check_say_their_line_once_and_the_status_nests_no_brackets(learner):
+    """Issue 29's wording: each row starts with its check's id (messages refer to `batch_on_device` above), a
+    row never reached says which check it is, "line 20:" is the link itself, not text and a link."""
+    code = (ROOT / "exercises" / "training-loop" / "wrong" / "batch_not_moved.py").read_text(encoding="utf-8")
+    panel = form_run(learner, "training-loop", code)
+    checks = panel[panel.index('class="exercise-checks"'):panel.index("</ul>", panel.index('class="exercise-checks"'))]
+    same = checks[checks.index('data-check="same_device"'):].split("</li>")[0]
+    assert '<code class="check-id">same_device</code>' in same
+    assert 'data-line="20">line 20</a>: the same cause as <code>batch_on_device</code> above.' in same
+    assert same.count("line 20") == 1
+    trains = checks[checks.index('data-check="trains"'):].split("</li>")[0]
+    assert '<code class="check-id">trains</code>' in trains
+    assert "(not reached: the program stopped at line 20)" in trains
+    assert "The optimizer steps after backward() and the loss goes down." in trains  # which check it is
+    status = panel[panel.index('class="exercise-status"'):].split("</p>")[0]
+    assert "ms on cuda:0, simulated on CPU)" in status and "(simulated on CPU))" not in status
+    table = panel[panel.index('class="placement-table"'):panel.index("</table>", panel.index("placement-table"))]
+    assert "`" not in table
