@@ -49,7 +49,7 @@ def _note(notebook) -> str:
 
 
 @pytest.mark.parametrize("slug", LESSONS)
-def test_a_lesson_downloads_as_a_notebook_that_runs_on_the_cpu(site_client, slug):
+def test_a_lesson_downloads_as_a_notebook_that_runs_on_the_cpu(site_client, slug, tmp_path):
     notebook = nbformat.reads(_download(site_client, f"/lessons/{slug}/notebook.ipynb", "application/x-ipynb+json"),
                               as_version=4)
     nbformat.validate(notebook)
@@ -58,7 +58,7 @@ def test_a_lesson_downloads_as_a_notebook_that_runs_on_the_cpu(site_client, slug
     assert [c.source for c in notebook.cells if c.cell_type == "code"] == runnable
     assert "Runtime > Change runtime type > T4 GPU" in _note(notebook)
     assert "](/" not in "".join(c.source for c in notebook.cells)  # links point at the site, not at nothing
-    _run(notebook)
+    _run(notebook, cwd=tmp_path)  # the lessons' blocks save checkpoints (model.pt) where they run
     assert not [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
 
 
