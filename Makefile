@@ -69,12 +69,14 @@ db: setup
 
 # What the tests need from Debian: Chromium for browser tests, libseccomp for the sandbox filter, redis-server and
 # postgresql for the worker-tier and PostgreSQL tests (which start their own servers; the packages' own services
-# are not used). `make bench` needs the last two as well (the celery benchmark).
+# are not used), faketime for the worker whose clock is a minute behind. `make bench` needs redis and postgresql
+# as well (the celery benchmark).
 system-deps:
 	@command -v chromium >/dev/null 2>&1 && test -e /usr/lib/x86_64-linux-gnu/libseccomp.so.2 && \
-	  test -x /usr/bin/redis-server && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  test -x /usr/bin/redis-server && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && \
+	  test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libseccomp2 \
-	   redis-server postgresql >/dev/null)
+	   redis-server postgresql faketime >/dev/null)
 
 # Rebuild the bundled CodeMirror editor into static/ (needs npm; the bundle is committed).
 editor:
