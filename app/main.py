@@ -8,30 +8,30 @@ from fastapi import Depends, FastAPI
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 
-from app.config import Settings, get_settings
-from app.db import Database
+from app.core.config import Settings, get_settings
+from app.core.db import Database
 from app.runner import make_runner
-from app.web import (
+from app.web import errors
+from app.web.deps import make_limiter, open_database, require_csrf
+from app.web.middleware import page_cache
+from app.web.middleware.body_limit import BodyLimitMiddleware
+from app.web.middleware.forms import Utf8FormMiddleware
+from app.web.middleware.head import HeadAsGetMiddleware
+from app.web.middleware.headers import SecurityHeadersMiddleware
+from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, IdentityMiddleware
+from app.web.routes import (
     account,
     auth,
     comments,
     downloads,
-    errors,
     exercises,
     instructor,
     lessons,
     moderation,
     openapi_pages,
-    page_cache,
     progress,
     reset,
 )
-from app.web.deps import make_limiter, open_database, require_csrf
-from app.web.forms import Utf8FormMiddleware
-from app.web.head import HeadAsGetMiddleware
-from app.web.headers import SecurityHeadersMiddleware
-from app.web.identity import SESSION_COOKIE, SESSION_MAX_AGE, IdentityMiddleware
-from app.web.limits import BodyLimitMiddleware
 from app.web.static import PublicStaticFiles
 from app.web.templating import make_templates
 

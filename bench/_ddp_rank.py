@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from app.sandbox.harness import plain, session
+from app.harness import plain, session
 
 
 def main(host_json: str, path: str) -> int:

@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from app.config import Settings
+from app.core.config import Settings
 from app.runner import BlockingRunner
 from tests.fidelity.corpus import compare, load_corpus
 

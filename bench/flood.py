@@ -41,8 +41,8 @@ def _site(tmp: Path):
     """Serve the real app in this process; yield (base URL, the list the runner appends job ends to)."""
     import uvicorn
 
-    from app.config import Settings
-    from app.db import upgrade
+    from app.core.config import Settings
+    from app.core.db import upgrade
     from app.main import create_app
     from app.runner import local
 

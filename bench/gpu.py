@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from app.config import ROOT, Settings
 from app.content.exercises import load_exercise
+from app.core.config import ROOT, Settings
 from app.grading import grade_submission
 from app.runner import BlockingRunner, Job
 from app.sandbox import gpus

@@ -15,11 +15,11 @@ import statistics
 import time
 from pathlib import Path
 
-from app.config import ROOT, Settings
 from app.content.exercises import load_exercise
+from app.core.config import ROOT, Settings
 from app.grading import grade_submission
+from app.harness.contract import PLAIN_CPU
 from app.runner import BlockingRunner, Job
-from app.sandbox.simhost import PLAIN_CPU
 
 RESULTS = Path(__file__).parent / "results"
 RUNS = 30  # per side, as issue 5 asks

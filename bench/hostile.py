@@ -136,7 +136,7 @@ def figures(result: dict, wall_s: float) -> dict:
 
 def run() -> dict:
     """Run the hostile programs under load with the default limits, ROUNDS times; return the figures."""
-    from app.config import Settings
+    from app.core.config import Settings
 
     wall_s = Settings.model_fields["sandbox_wall_s"].default
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from app.config import Settings
+from app.core.config import Settings
 from app.runner import BlockingRunner, Job
 
 RESULTS = Path(__file__).parent / "results"

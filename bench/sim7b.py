@@ -1,6 +1,6 @@
 """sim_7b_step_s: the wall time of one training step of a 7B-parameter bf16 model (416 Linear(4096, 4096)) with
 AdamW on one simulated H100, as a sandbox job with the default 1 GiB of job memory (tensors that large are kept
-without values, app/sandbox/harness/dataless.py), beside a plain CPU run (no simulation) of a 100M-parameter
+without values, app/harness/machine/dataless.py), beside a plain CPU run (no simulation) of a 100M-parameter
 model's step (6 Linear(4096, 4096), float32, AdamW) in the same sandbox with 4 GiB. Also the 7B step's peak as the
 simulated card reports it. Writes bench/results/sim7b.json.
 """
@@ -11,9 +11,9 @@ import json
 import time
 from pathlib import Path
 
-from app.config import Settings
+from app.core.config import Settings
+from app.harness.contract import DEFAULT_HOST, PLAIN_CPU
 from app.runner import BlockingRunner, Job
-from app.sandbox.simhost import DEFAULT_HOST, PLAIN_CPU
 
 RESULTS = Path(__file__).parent / "results"
 STEP = """

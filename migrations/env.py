@@ -6,7 +6,7 @@ from logging.config import fileConfig
 
 from alembic import context
 
-from app.db import make_engine
+from app.core.db import make_engine
 from app.models import Base, UTCDateTime
 
 config = context.config
@@ -21,7 +21,7 @@ def database_url() -> str:
     url = config.attributes.get("database_url")
     if url:
         return url
-    from app.config import Settings
+    from app.core.config import Settings
 
     return Settings().database_url
 
@@ -63,7 +63,7 @@ def run_migrations_online() -> None:
                 connection=connection,
                 target_metadata=target_metadata,
                 render_as_batch=True,  # SQLite cannot ALTER most things; batch mode rebuilds the table
-                # app.db emits BEGIN itself on SQLite, so a failed migration rolls back whole there too
+                # app.core.db emits BEGIN itself on SQLite, so a failed migration rolls back whole there too
                 transactional_ddl=True,
                 render_item=render_item,
                 compare_type=compare_type,

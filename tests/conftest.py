@@ -19,7 +19,7 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
+from app.core.config import Settings
 from app.runner import BlockingRunner
 from tests.helpers import (
     CHROMIUM,
@@ -71,7 +71,7 @@ def settings(request, tmp_path, db_backend) -> Settings:
 @pytest.fixture
 def app(settings):
     """The real application on a fresh SQLite file migrated to head."""
-    from app.db import upgrade
+    from app.core.db import upgrade
     from app.main import create_app
 
     upgrade(settings.database_url)
@@ -184,7 +184,7 @@ def fixtures_dir():
 @pytest.fixture
 def live_server(settings):
     """Serve the real app over HTTP on 127.0.0.1 for one test; yield its base URL."""
-    from app.db import upgrade
+    from app.core.db import upgrade
     from app.main import create_app
 
     upgrade(settings.database_url)
@@ -269,7 +269,7 @@ def postgres_server():
 @pytest.fixture(scope="session")
 def postgres_template(postgres_server) -> str:
     """The name of a database migrated to head; tests copy it (CREATE DATABASE ... TEMPLATE) in milliseconds."""
-    from app.db import upgrade
+    from app.core.db import upgrade
 
     upgrade(postgres_server.create_database("course_template"))
     return "course_template"

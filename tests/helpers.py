@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.config import Settings
+from app.core.config import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARTIFACTS = Path(__file__).parent / "artifacts"  # screenshots; gitignored
@@ -40,7 +40,7 @@ Some text about tensors and devices.
 def make_settings(tmp: Path, *, course: Path | None = None, migrate: bool = False, **extra) -> Settings:
     """Settings for tests: test mode, a SQLite file in tmp (migrated to head with migrate=True), the course's
     own lessons and exercises or those of `course` (a folder with lessons/ and exercises/); `extra` overrides."""
-    from app.db import upgrade
+    from app.core.db import upgrade
 
     folders = {} if course is None else {"lessons_dir": course / "lessons", "exercises_dir": course / "exercises"}
     settings = Settings(**{"env": "test", "secret_key": SECRET, "database_url": f"sqlite:///{tmp / 'course.db'}",
@@ -87,7 +87,7 @@ def with_csrf(browser: TestClient) -> TestClient:
 
 def create_account(app, email: str, *, name: str = "Test Learner", role: str = "learner", password=TEST_PASSWORD):
     """Create an account straight in the database (no rate limit, no HTTP) and return its id."""
-    from app import accounts
+    from app.accounts import users as accounts
 
     with app.state.db.session(write=True) as session:
         user = accounts.create_user(session, email=email, password=password, display_name=name, role=role)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from app.csv_export import cell, csv_text
+from app.learning.csv_export import cell, csv_text
 
 
 def test_a_cell_holding_any_common_separator_is_one_quoted_cell_in_every_locale():

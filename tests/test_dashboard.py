@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import event, select
 
-from app import dashboard, progress, verdicts
 from app.content.course import load_course
-from app.db import Database
+from app.core.db import Database
+from app.learning import dashboard, progress
 from app.models import Submission
+from app.submissions import history as verdicts
 from tests.helpers import make_settings, small_course
 
 EXERCISE = "demo"

@@ -16,8 +16,8 @@ from fastapi.routing import iter_route_contexts
 
 from app import ROOT
 from app.cli import main
-from app.config import Settings, field_env_names
 from app.content.exercises import load_exercises
+from app.core.config import Settings, field_env_names
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -167,7 +167,7 @@ def test_every_setting_is_in_the_settings_table(variable):
 def test_no_row_documents_a_setting_that_is_gone():
     documented = {first_code_span(cells[0]) for cells in table_rows(CONFIGURATION, "Variable")}
     gone = sorted(v for v in documented if v and v.startswith("COURSE_") and v not in field_env_names())
-    assert not gone, (f"docs/configuration.md's settings table lists {gone}, which app.config.Settings does not "
+    assert not gone, (f"docs/configuration.md's settings table lists {gone}, which app.core.config.Settings does not "
                       "read; remove the rows (or document the variable outside the table)")
 
 

@@ -1,5 +1,5 @@
-"""Leases on submissions (app/leases.py), against SQLite and a real PostgreSQL: claims, heartbeats, the guarded
-verdict and the sweep. Times are passed in, so no test waits for a lease to run out."""
+"""Leases on submissions (app/submissions/leases.py), against SQLite and a real PostgreSQL: claims, heartbeats, the
+guarded verdict and the sweep. Times are passed in, so no test waits for a lease to run out."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from app import leases, progress
-from app.db import Database
+from app.core.db import Database
+from app.learning import progress
 from app.models import ExerciseProgress, Submission, utcnow
+from app.submissions import leases
 
 pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]
 
@@ -20,7 +21,7 @@ PASSED = {"exercise": "alpha", "status": "passed", "checks": [], "stdout": "", "
 
 @pytest.fixture
 def db(settings):
-    from app.db import upgrade
+    from app.core.db import upgrade
 
     upgrade(settings.database_url)
     database = Database(settings.database_url)

@@ -21,10 +21,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app import ROOT, progress
+from app import ROOT
 from app.content.exercises import load_exercise
-from app.db import Database
+from app.core.db import Database
 from app.grading import grade_submission
+from app.learning import progress
 from app.models import ExerciseProgress, Learner, Regrade, Submission, SubmissionVerdict
 from tests.helpers import TEST_PASSWORD, create_account, make_settings, with_csrf
 

@@ -1,5 +1,5 @@
-"""A regrade's lease (app/regrade.py), against SQLite and a real PostgreSQL: a running regrade under a live lease
-refuses a second start; once its lease ran out (its process died) the next start takes it over and resumes it,
+"""A regrade's lease (app/submissions/regrade.py), against SQLite and a real PostgreSQL: a running regrade under a live
+lease refuses a second start; once its lease ran out (its process died) the next start takes it over and resumes it,
 and the old holder can write nothing more. Times are moved in the database, so no test waits for a lease."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import update
 
-from app import ROOT, regrade
+from app import ROOT
 from app.content.exercises import load_exercise
-from app.db import Database
-from app.leases import db_clock
+from app.core.db import Database
 from app.models import Regrade
+from app.submissions import regrade
+from app.submissions.leases import db_clock
 
 pytestmark = [pytest.mark.both_databases]
 
@@ -21,7 +22,7 @@ EXERCISE = load_exercise(ROOT / "exercises" / "same-device")
 
 @pytest.fixture
 def db(settings):
-    from app.db import upgrade
+    from app.core.db import upgrade
 
     upgrade(settings.database_url)
     database = Database(settings.database_url)
@@ -67,7 +68,7 @@ def test_course_regrade_resumes_a_regrade_whose_process_died(db, settings):
     import subprocess
     import sys
 
-    from app import progress
+    from app.learning import progress
 
     solution = (ROOT / "exercises" / "same-device" / "solution.py").read_text()
     with db.session(write=True) as session, session.begin():

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from app.runner import batches
-from app.submissions import LiveRun, Refused, check_code, sse_events
+from app.submissions.live import LiveRun, Refused, check_code, sse_events
 
 
 async def collect(run: LiveRun) -> list[tuple]:

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from app.cli.terminal import echo
-from app.config import Settings, get_settings
 from app.content.course import Course, load_course
 from app.content.runnable import run_runnable_blocks, runnable_blocks
 from app.content.schema import ContentError
+from app.core.config import Settings, get_settings
 from app.grading import check_loaded
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from sqlalchemy.engine import make_url
 
-from app import db as database
-from app.config import get_settings
+from app.core import db as database
+from app.core.config import get_settings
 
 
 def shown_url(url: str) -> str:

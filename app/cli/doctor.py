@@ -8,15 +8,15 @@ import sys
 import click
 
 from app.cli.terminal import echo
-from app.config import get_settings
+from app.core.config import get_settings
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def doctor(as_json: bool) -> None:
     """Report the sandbox's isolation layers, limits in force and available device modes."""
-    from app.doctor import doctor as run_doctor
-    from app.doctor import format_report
+    from app.runner.doctor import doctor as run_doctor
+    from app.runner.doctor import format_report
 
     report = run_doctor(get_settings())
     if as_json:

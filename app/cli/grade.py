@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from app.cli.terminal import echo, echo_output, visible
-from app.config import get_settings
+from app.core.config import get_settings
 
 MARK = {True: "PASS", False: "FAIL"}
 

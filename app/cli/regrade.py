@@ -1,6 +1,6 @@
 """`course regrade SLUG [--since DATE]`: grade an exercise's stored submissions again under its current checks.
 
-The same regrade as the dashboard's button (`app.regrade`), on a runner of its own, with a progress bar on
+The same regrade as the dashboard's button (`app.submissions.regrade`), on a runner of its own, with a progress bar on
 stderr. Exit 0 when every submission got a verdict from its code, 1 when the regrade failed or some runs broke
 (status "error"), 2 on a usage error.
 """
@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 
 import click
 
-from app import regrade as regrading
 from app.cli.grade import find_exercise
 from app.cli.terminal import visible
-from app.config import get_settings
-from app.db import Database
+from app.core.config import get_settings
+from app.core.db import Database
+from app.submissions import regrade as regrading
 
 DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from app.cli.terminal import echo, echo_output
-from app.config import get_settings
-from app.sandbox.machines import MachineError
-from app.sandbox.simhost import BUILDS, MAX_GPUS, MAX_NODES, job_host
+from app.core.config import get_settings
+from app.harness.contract import BUILDS, MAX_GPUS, MAX_NODES, job_host
+from app.harness.machine.machines import MachineError
 
 
 @click.command()
@@ -25,7 +25,7 @@ from app.sandbox.simhost import BUILDS, MAX_GPUS, MAX_NODES, job_host
               help="The torch build the program believes it runs on, where this host has no GPU (default: the "
                    "machine's).")
 @click.option("--machine", default=None, metavar="ID",
-              help="The simulated machine (a profile in app/sandbox/machines/, e.g. t4, a100-80gb, h100; "
+              help="The simulated machine (a profile in app/harness/machine/machines/, e.g. t4, a100-80gb, h100; "
                    "default COURSE_SIM_MACHINE's); `course doctor` lists them.")
 @click.option("--nproc", "--nproc-per-node", "nproc", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
               help="Rank processes, as `torchrun --standalone --nproc-per-node=N` starts them (rank r's GPU is "

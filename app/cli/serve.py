@@ -7,8 +7,8 @@ import sys
 import click
 
 from app.cli.terminal import echo
-from app.config import get_settings
 from app.content.schema import ContentInvalid
+from app.core.config import get_settings
 
 # seconds uvicorn waits for open connections (live output streams) before it closes them on shutdown
 GRACEFUL_SHUTDOWN_S = 5

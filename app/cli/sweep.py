@@ -9,7 +9,7 @@ import time
 
 import click
 
-from app.config import get_settings
+from app.core.config import get_settings
 
 
 @click.command()
@@ -19,7 +19,7 @@ def sweep(every: float | None) -> None:
     """Re-queue jobs whose lease ran out (their worker died); store those that failed too often as errors."""
     import redis
 
-    from app.db import Database
+    from app.core.db import Database
     from app.runner.celery_app import make_celery
     from app.worker.leasing import requeue
 

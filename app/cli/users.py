@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import click
 
-from app import accounts, password_reset
-from app.config import get_settings
-from app.db import Database
+from app.accounts import password_reset
+from app.accounts import users as accounts
+from app.core.config import get_settings
+from app.core.db import Database
 
 
 def _database() -> Database:

@@ -7,7 +7,7 @@ import logging
 
 import click
 
-from app.config import get_settings
+from app.core.config import get_settings
 
 log = logging.getLogger("course.worker")
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.content.schema import ContentError, ContentInvalid
 from app.content.yaml_errors import parse_mapping, validate
-from app.sandbox.simhost import MAX_GPUS, MAX_NODES
+from app.harness.contract import MAX_GPUS, MAX_NODES
 
 EXPECT_LINE = re.compile(r"^#\s*expect:\s*([a-z][a-z0-9_]*)\s*$")
 # limits an exercise may tighten (never loosen past the site's settings); values in seconds / bytes
@@ -58,7 +58,7 @@ class LaunchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     nproc_per_node: int = Field(ge=1, le=MAX_GPUS)
     nnodes: int = Field(default=1, ge=1, le=MAX_NODES)
-    # `accelerate launch` instead of torchrun (app/sandbox/harness/launchers.py); "accelerate-cpu" is its --cpu
+    # `accelerate launch` instead of torchrun (app/harness/launchers.py); "accelerate-cpu" is its --cpu
     launcher: Literal["torchrun", "accelerate", "accelerate-cpu"] = "torchrun"
 
 
@@ -74,11 +74,11 @@ class ExerciseSpec(BaseModel):
     limits: dict[str, float] = Field(default_factory=dict)
     # runs on a real GPU (a GPU slot) where the host has one; elsewhere on the simulated GPU, and the verdict says so
     needs_gpu: bool = False
-    # simulated CUDA GPUs the program finds where the host has none (app/sandbox/simhost.py); 2 for multi-GPU code
+    # simulated CUDA GPUs the program finds where the host has none (app/harness/contract.py); 2 for multi-GPU code
     gpus: int = Field(default=1, ge=1, le=MAX_GPUS)
-    # several ranks in one job (app/sandbox/harness/launch.py); None: one process
+    # several ranks in one job (app/harness/launch.py); None: one process
     launch: LaunchSpec | None = None
-    # the simulated machine (a profile id in app/sandbox/machines/: t4, l4, a100-80gb ...); None: the site's
+    # the simulated machine (a profile id in app/harness/machine/machines/: t4, l4, a100-80gb ...); None: the site's
     # COURSE_SIM_MACHINE. Where the job finds a real GPU, the real card answers instead
     machine: str | None = None
 
@@ -86,8 +86,8 @@ class ExerciseSpec(BaseModel):
     @classmethod
     def known_machine(cls, value: str | None) -> str | None:
         if value is not None:
-            from app.config import get_settings
-            from app.sandbox.machines import MachineError, get
+            from app.core.config import get_settings
+            from app.harness.machine.machines import MachineError, get
 
             try:
                 get(value, get_settings().sim_machines_dir)

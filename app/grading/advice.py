@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from app.grading.placement import PlacementEntry
+from app.grading.placement_map import PlacementEntry
 from app.grading.source import syncs_in_loops
 
 # a sync line run fewer times than this is logging once per epoch, not per step: no advice

@@ -1,6 +1,6 @@
 """Read the harness's report and turn common facts into checks (used by every exercise's checks.py).
 
-The report is the JSON the placement harness wrote from inside the sandbox (app/sandbox/harness/grade.py):
+The report is the JSON the placement harness wrote from inside the sandbox (app/harness/grade.py):
 `outcome` (how the learner's file ended), `trace` (events by kind: mismatch, move, forward, host_input,
 host_read, tensor_print, backward, step, loss_fn, module_move, batch, numpy_on_accelerator), `probe` (the exercise
 probe's answers), `tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
@@ -17,7 +17,7 @@ from app.grading.verdict import CheckResult
 def check(id: str, passed: bool, message: str = "", line: int | None = None, *,
           cause: str | None = None, vacuous: bool = False) -> CheckResult:
     """Build one check result (a passing check needs no message). `cause` names what a failure comes down to,
-    so that checks failing for the same cause are worded once (app/grading/messages.py). `vacuous`: the check
+    so that checks failing for the same cause are worded once (app/grading/check_messages.py). `vacuous`: the check
     passed only because what it looks for never happened (no two devices met), which says nothing when the
     program stopped early (see mark_unreached)."""
     return CheckResult(id=id, passed=passed, message="" if passed else message, line=None if passed else line,

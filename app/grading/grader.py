@@ -16,17 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.config import get_settings
 from app.content.exercises import Exercise
+from app.core.config import get_settings
 from app.grading.advice import sync_advice, timeout_hint
+from app.grading.check_messages import tidy
 from app.grading.facts import Facts, check, mark_unreached
-from app.grading.messages import tidy
 from app.grading.paths import scrub, verdict_for_learner
-from app.grading.placement import placement_map
+from app.grading.placement_map import placement_map
 from app.grading.verdict import CheckResult, Verdict
+from app.harness.contract import job_host
 from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
 from app.runner.factory import emit
-from app.sandbox.simhost import job_host
 
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
 # A SIGKILL with no limit named and no report came from outside the job: inside its pid namespace the job is

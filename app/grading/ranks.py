@@ -1,6 +1,6 @@
 """Facts of a job of several ranks: one `RankFacts` per rank, and the `runs` check across them.
 
-The launcher inside the sandbox (app/sandbox/harness/launch.py) hands the grader one report whose `ranks` list
+The launcher inside the sandbox (app/harness/launch.py) hands the grader one report whose `ranks` list
 holds each rank's own report (the same shape as a one-process job's: outcome, trace, probe) plus the rank's fate:
 its exit code or signal, whether it reported at all, and whether the launcher stopped it because another rank
 failed first. Checks read each rank's facts; the top of the report stays what every exercise reads (the first

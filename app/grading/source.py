@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from app.grading.placement import loop_lines
+from app.grading.placement_map import loop_lines
 
 # device strings a learner hard-codes for an accelerator
 ACCELERATOR_LITERALS = ("cuda", "mps")

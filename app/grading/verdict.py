@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from app.grading.advice import Advice
-from app.grading.placement import PlacementEntry, PlacementTotals
+from app.grading.placement_map import PlacementEntry, PlacementTotals
 
 Status = Literal["passed", "failed", "error", "timeout", "rejected"]
 
@@ -23,7 +23,7 @@ class CheckResult(BaseModel):
     # its message then reads "not reached: the program stopped at line N" (see facts.mark_unreached)
     reached: bool = True
     # what this finding comes down to ("returned:7:None", "host:xb@20"), set by a check that can tell; failed
-    # checks with the same cause are worded once (app/grading/messages.py). Not part of the Verdict JSON.
+    # checks with the same cause are worded once (app/grading/check_messages.py). Not part of the Verdict JSON.
     cause: str | None = Field(default=None, exclude=True)
     # passed only because what it looks for never happened; not reached when the program stopped early
     # (facts.mark_unreached). Not part of the Verdict JSON.
@@ -40,7 +40,7 @@ class Verdict(BaseModel):
     stderr: str = ""
     duration_ms: int = 0
     device: str = "cpu"
-    # per line of the learner's code, where tensors went (app/grading/placement.py); empty when nothing ran
+    # per line of the learner's code, where tensors went (app/grading/placement_map.py); empty when nothing ran
     placement: list[PlacementEntry] = Field(default_factory=list)
     placement_totals: PlacementTotals | None = None
     # what costs time without failing a check: a sync on every step (app/grading/advice.py); decides nothing

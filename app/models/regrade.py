@@ -52,11 +52,11 @@ class Regrade(Base):
     passes_kept: Mapped[int] = mapped_column(Integer, default=0)
     # why it failed or was interrupted
     message: Mapped[str | None] = mapped_column(Text)
-    # the process running it ("host:pid:nonce") and its lease, renewed while it runs (app/regrade.py); a running
-    # regrade whose lease ran out (its process died) is taken over by the next start of that exercise's regrade
+    # the process running it ("host:pid:nonce") and its lease, renewed while it runs (app/submissions/regrade.py); a
+    # running regrade whose lease ran out (its process died) is taken over by the next start of that exercise's regrade
     holder: Mapped[str | None] = mapped_column(String(200))
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # not stored: True on the row `app.regrade.start` returns when it took a stalled regrade over
+    # not stored: True on the row `app.submissions.regrade.start` returns when it took a stalled regrade over
     resumed = False
 
     @property

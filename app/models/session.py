@@ -13,8 +13,8 @@ from app.models.base import Base, UTCDateTime, utcnow
 class UserSession(Base):
     """One signed-in browser of an account. Its cookie carries a random token; only the token's hash is stored.
 
-    Every request from a signed-in cookie must find its row (app.web.identity), and logging out deletes it, so a
-    copy of the cookie taken before the log-out no longer signs anyone in, though its signature is still good.
+    Every request from a signed-in cookie must find its row (app.web.middleware.identity), and logging out deletes
+    it, so a copy of the cookie taken before the log-out no longer signs anyone in, though its signature is still good.
     """
 
     __tablename__ = "user_sessions"

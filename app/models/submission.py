@@ -40,8 +40,8 @@ class Submission(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # milliseconds the sandbox spent on the run (the verdict's duration_ms), None until finished
     duration_ms: Mapped[int | None] = mapped_column(Integer)
-    # The lease of a run on a worker tier (COURSE_RUNNER=celery; app/leases.py). `attempt` numbers the runs of
-    # this submission: a job message carries it, and only the current attempt may start or store a verdict.
+    # The lease of a run on a worker tier (COURSE_RUNNER=celery; app/submissions/leases.py). `attempt` numbers the
+    # runs of this submission: a job message carries it, and only the current attempt may start or store a verdict.
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     # the worker holding the run while "running" (host:pid:nonce), None otherwise
     worker: Mapped[str | None] = mapped_column(String(200))

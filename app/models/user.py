@@ -26,7 +26,7 @@ class User(Base):
     learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id"), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     # Every session cookie carries the version it was signed in under; a password change or "log out everywhere"
-    # raises it, and a cookie with an older one is signed out on its next request (app.web.identity).
+    # raises it, and a cookie with an older one is signed out on its next request (app.web.middleware.identity).
     session_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     @property

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import AsyncIterator, Literal, Protocol, Union
 
-from app.sandbox.limits import Limits
-from app.sandbox.simhost import DEFAULT_HOST, SimulatedHost
+from app.harness.contract import DEFAULT_HOST, SimulatedHost
+from app.sandbox.job_limits import Limits
 
 Status = Literal["ok", "failed", "limit", "error", "cancelled"]
 LimitHit = Literal["wall", "cpu", "memory", "output", "pids", "source"]
@@ -28,17 +28,17 @@ class Job:
     grade: dict | None = None
     limits: Limits | None = None  # None: the runner's defaults (from Settings)
     gpu: bool = False  # wants a real GPU: runs in a GPU slot where the host has one, else on the simulated GPU
-    host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (simhost.py)
+    host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (harness/contract.py)
     nproc: int = 1  # rank processes in all, as torchrun starts them (1: one process); nnodes * nproc-per-node
     nnodes: int = 1  # simulated machines the ranks are spread over, nproc // nnodes on each (torchrun --nnodes)
-    # who starts the process(es): None (torchrun), accelerate, accelerate-cpu (app/sandbox/harness/launchers.py)
+    # who starts the process(es): None (torchrun), accelerate, accelerate-cpu (app/harness/launchers.py)
     launcher: str | None = None
     # what a graded job's report must echo: it goes to the fork server beside the payload, never in it, and the
-    # job's harness gets it only after the learner's code has run (app/sandbox/harness/channel.py)
+    # job's harness gets it only after the learner's code has run (app/harness/channel.py)
     key: str | None = None
 
     def payload(self) -> dict:
-        """Return the dict handed to app.sandbox.harness.main inside the sandbox (never the key)."""
+        """Return the dict handed to app.harness.main inside the sandbox (never the key)."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
                 "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes, "launcher": self.launcher}
 
@@ -172,7 +172,7 @@ class Runner(Protocol):
 def check_source_text(code: str, source_bytes: int) -> None:
     """Refuse source that is not UTF-8, is over source_bytes or holds a NUL; the one place these rules are written.
 
-    The site checks it before a submission costs an attempt (app.submissions.check_code); every runner checks
+    The site checks it before a submission costs an attempt (app.submissions.live.check_code); every runner checks
     it again on submit, for callers that skip the site (the CLI, bench, a worker fed by another web tier).
     """
     try:

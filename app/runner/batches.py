@@ -13,7 +13,7 @@ batch says how far into each stream it reaches (`upto`). That position, not the 
 reconnects with Last-Event-ID gets exactly the lines after it, whether the rest comes from the live run or is
 rebuilt from the stored verdict (`stored_batches`).
 
-Both event paths use it: LiveHub (app/submissions.py) for the embedded runner, and the worker tier
+Both event paths use it: LiveHub (app/submissions/live.py) for the embedded runner, and the worker tier
 (app/worker/service.py), which writes one Redis Stream entry per batch.
 """
 

@@ -4,7 +4,7 @@ Every setting that decides whether a job can be lost or run twice is here, with 
 - `task_acks_late` + `worker_prefetch_multiplier=1`: a message is acknowledged after its job ends, and a
   worker holds no more messages than it runs, so a worker that dies loses none (Redis gives them back).
 - `task_reject_on_worker_lost`: a pool process killed mid-job (SIGKILL, OOM) has its message requeued instead
-  of acknowledged (a loop, were it not for the attempt cap in app/leases.py).
+  of acknowledged (a loop, were it not for the attempt cap in app/submissions/leases.py).
 - the Redis `visibility_timeout` (how long a taken message may stay unacknowledged before Redis hands it to
   another worker) is derived from the sandbox limits below, never typed: too short and every long job runs
   twice (celery#5935), too long and a dead worker's job waits. The lease (COURSE_RUNNER_LEASE_S) is far

@@ -3,7 +3,7 @@ Redis Stream per job (streams.py), so any web server can follow any job.
 
 Two kinds of task (celery_app.py): a plain job (`submit`, the Runner protocol, for `course grade`, `run`,
 `check` and `doctor` pointed at the worker tier), and a stored submission (`send_submission`, used by
-app/submissions.py), whose worker also grades it and stores the verdict. Each goes to the queue the job needs,
+app/submissions/live.py), whose worker also grades it and stores the verdict. Each goes to the queue the job needs,
 `cpu` or `gpu`. Back-pressure is the queue's length in Redis (what Celery's monitoring guide reads with LLEN):
 past COURSE_RUNNER_QUEUE_SIZE waiting jobs a submit raises Busy; a broker that cannot be reached raises
 Unavailable.
@@ -22,10 +22,10 @@ import anyio.to_thread
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
-from app.runner import streams
+from app.runner import redis_streams as streams
 from app.runner.base import Busy, DoneEvent, Event, Job, OutputEvent, Result, Unavailable, check_source, new_job_id
 from app.runner.celery_app import GRADE_TASK, RUN_TASK, job_seconds, make_celery
-from app.sandbox.limits import Limits
+from app.sandbox.job_limits import Limits
 
 log = logging.getLogger("course.runner")
 

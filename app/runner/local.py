@@ -24,7 +24,7 @@ from app.runner.base import (
     new_job_id,
 )
 from app.sandbox import gpus, protocol
-from app.sandbox.limits import Limits
+from app.sandbox.job_limits import Limits
 
 log = logging.getLogger("course.runner")
 

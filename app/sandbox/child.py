@@ -15,7 +15,7 @@ outlive a job; the server's cgroup sweep catches anything else. The outer child 
 or signal) so the server reads it from an ordinary waitpid.
 
 File descriptors of the job process: 0 stdin at EOF, 1 stdout pipe, 2 stderr pipe, 3 payload pipe (the payload,
-length first; later the job's key, see app/sandbox/harness/channel.py), 4 report pipe (its first byte, b"R",
+length first; later the job's key, see app/harness/channel.py), 4 report pipe (its first byte, b"R",
 tells the server isolation is complete; the harness writes after it), 5 status pipe (the key request, and the
 exit code, written after the output is flushed: the server answers without waiting for the exit of a process
 that maps all of torch, which takes longer than the job itself on a busy machine).
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from app.sandbox import isolation
 from app.sandbox import warm as warmmod
 
-# the same numbers as app/sandbox/harness/channel.py (a test holds them equal; importing the harness here would
+# the same numbers as app/harness/channel.py (a test holds them equal; importing the harness here would
 # import torch before the server has made it single-threaded)
 PAYLOAD_FD, REPORT_FD, STATUS_FD = 3, 4, 5
 READY = b"R"
@@ -73,7 +73,7 @@ class Context:
     seccomp_net: object | None  # the variant for jobs of several ranks (sockets on their own loopback) ...
     seccomp_net_every_thread: object | None  # ... and its TSYNC form
     gpu_plan: isolation.RootPlan | None  # plan + the GPU driver's libraries, for GPU slots' children
-    harness: object  # the imported app.sandbox.harness module
+    harness: object  # the imported app.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
     server_pid: int = field(default_factory=os.getpid)  # the outer children's parent: the zygote, once it runs
 

@@ -13,12 +13,12 @@ import struct
 
 from app.sandbox import child as childmod
 from app.sandbox import gpus, startup
+from app.sandbox.job_limits import Limits
 from app.sandbox.jobstate import RunningJob
-from app.sandbox.limits import Limits
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
 
-# the payload's length, before it (app/sandbox/harness/channel.py reads it: the pipe stays open for the key)
+# the payload's length, before it (app/harness/channel.py reads it: the pipe stays open for the key)
 PAYLOAD_HEADER = struct.Struct(">Q")
 # why a job of several ranks cannot have real GPUs yet (docs/grading.md, "Several ranks")
 RANKS_ON_GPUS = ("a job of several ranks cannot run on this host's GPU slots yet (each slot holds one GPU, and a "

@@ -33,9 +33,9 @@ from collections import deque
 from app.sandbox import child as childmod
 from app.sandbox import gpus, isolation, jobstate, pools, protocol, startup
 from app.sandbox.cgroups import CgroupManager
+from app.sandbox.job_limits import Limits
 from app.sandbox.jobqueue import JobQueue
 from app.sandbox.jobstate import RunningJob, limit_message
-from app.sandbox.limits import Limits
 from app.sandbox.startup import log
 from app.sandbox.zygote import Zygote
 
@@ -80,7 +80,7 @@ class ForkServer(JobQueue):
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)  # orphans of jobs come back to us to be reaped
         started = time.monotonic()
         info = startup.warm_up()
-        import app.sandbox.harness as harness  # before forking: children cannot read project files
+        import app.harness as harness  # before forking: children cannot read project files
 
         startup.freeze_heap()
 

@@ -31,7 +31,7 @@ import sys
 import traceback
 
 from app.sandbox import isolation
-from app.sandbox.limits import Limits
+from app.sandbox.job_limits import Limits
 from app.sandbox.startup import freeze_heap, log
 
 # bytes; a request is a few hundred bytes of JSON (limits, slot, a cgroup's directories, a GPU slot)

@@ -21,11 +21,11 @@ from slowapi import Limiter
 from slowapi.util import get_remote_address
 from sqlalchemy.orm import Session
 
-from app import security
-from app.config import Settings
 from app.content.course import Course
-from app.db import Database, pending_migrations
-from app.errors import Refusal
+from app.core import security
+from app.core.config import Settings
+from app.core.db import Database, pending_migrations
+from app.core.errors import Refusal
 from app.models import User
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,13 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from app.accounts import AccountError
-from app.comments import CommentError
-from app.errors import Refusal
-from app.password_reset import ResetLinkInvalid
-from app.regrade import RegradeError
+from app.accounts.password_reset import ResetLinkInvalid
+from app.accounts.users import AccountError
+from app.community.comments import CommentError
+from app.core.errors import Refusal
 from app.runner.base import Busy, Rejected, Unavailable
-from app.submissions import Refused
+from app.submissions.live import Refused
+from app.submissions.regrade import RegradeError
 from app.web.deps import SignInRequired
 from app.web.templating import render
 
@@ -83,7 +83,7 @@ async def method_not_allowed(request: Request, exc: HTTPException):
         match, _ = route.matches(request.scope)
         if match != Match.NONE:
             methods |= getattr(route, "methods", None) or set()
-    if "GET" in methods:  # app.web.head answers HEAD wherever GET is routed
+    if "GET" in methods:  # app.web.middleware.head answers HEAD wherever GET is routed
         methods.add("HEAD")
     allow = ", ".join(sorted(methods)) or (exc.headers or {}).get("Allow", "")
     detail = f"{request.method} is not allowed here; this address accepts {allow or 'no method'}."

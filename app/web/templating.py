@@ -16,9 +16,9 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from app.config import Settings
 from app.content.markdown import highlight_code, render_inline_markdown, render_markdown
-from app.grading.placement import EVENT_WORDS
+from app.core.config import Settings
+from app.grading.placement_map import EVENT_WORDS
 from app.web.output_view import output_items
 
 
@@ -33,7 +33,8 @@ def csrf_token(request: Request) -> str:
 
 
 def csp_nonce(request: Request) -> str:
-    """Return this response's Content-Security-Policy nonce (app.web.headers), or "" without that middleware."""
+    """Return this response's Content-Security-Policy nonce (app.web.middleware.headers), or "" without that
+    middleware."""
     return getattr(request.state, "csp_nonce", "") or ""
 
 

@@ -1,7 +1,7 @@
 """Leases on the worker side: a heartbeat thread per worker, and the sweep that re-queues dead workers' jobs.
 
 Every worker sweeps (each lease period) as well as renewing its own leases, so no extra process has to be
-kept alive for the tier to heal: sweeps are guarded updates (app/leases.py) and any number may run at once.
+kept alive for the tier to heal: sweeps are guarded updates (app/submissions/leases.py) and any number may run at once.
 `course sweep` runs one by hand or from cron.
 """
 
@@ -13,8 +13,8 @@ import threading
 
 from redis.exceptions import RedisError
 
-from app import leases
 from app.runner.celery_app import GRADE_TASK, QUEUES
+from app.submissions import leases
 
 log = logging.getLogger("course.worker")
 

@@ -20,11 +20,11 @@ import os
 import secrets
 import socket
 
-from app import leases
 from app.content.exercises import Exercise, load_exercise
-from app.db import Database
+from app.core.db import Database
 from app.models import Submission
-from app.runner import BlockingRunner, Job, OutputEvent, Rejected, Result, streams
+from app.runner import BlockingRunner, Job, OutputEvent, Rejected, Result
+from app.runner import redis_streams as streams
 from app.runner.celery_app import make_celery
 from app.runner.celery_runner import (
     CANCEL_PREFIX,
@@ -33,8 +33,9 @@ from app.runner.celery_runner import (
     WORKER_PREFIX,
     job_lease_key,
 )
-from app.sandbox.limits import Limits
-from app.submission_views import verdict_json
+from app.sandbox.job_limits import Limits
+from app.submissions import leases
+from app.submissions.views import verdict_json
 
 log = logging.getLogger("course.worker")
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
-from app.config import ROOT
+from app.core.config import ROOT
 
 
 def _env(tmp_path):

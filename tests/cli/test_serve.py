@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from app import ROOT
-from app.config import get_settings
 from app.content.schema import ContentInvalid
+from app.core.config import get_settings
 from app.main import create_app
 
 COURSE = str(Path(sys.executable).parent / "course")

@@ -9,9 +9,10 @@ import sys
 import redis
 from click.testing import CliRunner
 
-from app import ROOT, progress
+from app import ROOT
 from app.cli import main as course
-from app.db import Database
+from app.core.db import Database
+from app.learning import progress
 
 
 def test_worker_refuses_an_unknown_queue():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.config import ROOT
 from app.content.course import load_course
 from app.content.validate import check_lessons
+from app.core.config import ROOT
 from tests.helpers import small_course
 
 

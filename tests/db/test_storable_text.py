@@ -1,4 +1,4 @@
-"""Every write goes through the one replacement of text no column can hold (app/storable.py), on SQLite and on a
+"""Every write goes through the one replacement of text no column can hold (app/core/storable.py), on SQLite and on a
 real PostgreSQL: ORM inserts, Core updates, bulk inserts and JSON values, in the tables that take learner text."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import insert, select, update
 
-from app import accounts
-from app.db import Database, upgrade
+from app.accounts import users as accounts
+from app.core.db import Database, upgrade
+from app.core.storable import REPLACEMENT, storable_text
 from app.models import Comment, Learner, Regrade, Submission, SubmissionVerdict, User
-from app.storable import REPLACEMENT, storable_text
 
 pytestmark = pytest.mark.both_databases
 

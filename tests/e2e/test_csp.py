@@ -13,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from app.web.headers import CSP
+from app.web.middleware.headers import CSP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import ROOT
+from app.core.config import ROOT
 from tests.helpers import ARTIFACTS, serious_violations
 
 pytestmark = pytest.mark.browser

@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.harness.contract import DEFAULT_HOST
 from app.runner import Job
-from app.sandbox.simhost import DEFAULT_HOST
 from tests.fidelity.outcome import Outcome, differences, metadata, outcome_of
 
 HERE = Path(__file__).resolve().parent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import ROOT
 from app.content.exercises import load_exercises
+from app.core.config import ROOT
 from app.grading import grade_submission
 from app.runner import BlockingRunner
 from tests.helpers import make_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from app.config import ROOT
+from app.core.config import ROOT
 from app.grading import check_exercises
 from tests.helpers import make_settings
 

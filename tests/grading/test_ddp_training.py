@@ -7,7 +7,7 @@ per-rank messages, and cheating that a launcher makes possible.
 
 from __future__ import annotations
 
-from app.config import ROOT
+from app.core.config import ROOT
 
 # the check ids, in its order
 CHECKS = ["runs", "process_group", "rank_device", "ddp_wrapped", "sharded_data", "set_epoch", "in_sync", "rank0_only"]

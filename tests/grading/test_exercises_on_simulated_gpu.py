@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ROOT
+from app.core.config import ROOT
 
 SLUGS = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals", "ddp-training"]
 VARIANTS = Path(__file__).parent / "variants"

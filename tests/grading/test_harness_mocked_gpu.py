@@ -10,12 +10,12 @@ import os
 import subprocess
 import sys
 
-from app.config import ROOT
-from app.sandbox.simhost import DEFAULT_HOST
+from app.core.config import ROOT
+from app.harness.contract import DEFAULT_HOST
 
 DRIVER = """
 import json, os, sys
-import app.sandbox.harness as harness
+import app.harness as harness
 payload = json.loads(sys.stdin.read())
 code = harness.main(payload, int(sys.argv[1]), request_key=lambda: "n0")  # the fork server's part, here
 sys.exit(code)

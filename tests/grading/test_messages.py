@@ -1,4 +1,4 @@
-"""One cause, one sentence (app/grading/messages.py) and server paths out of what learners read (paths.py)."""
+"""One cause, one sentence (app/grading/check_messages.py) and server paths out of what learners read (paths.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 import sysconfig
 
 from app import ROOT
-from app.grading.messages import sentences, tidy, unreachable_after
+from app.grading.check_messages import sentences, tidy, unreachable_after
 from app.grading.paths import scrub, verdict_for_learner
 from app.grading.verdict import CheckResult
 

@@ -3,7 +3,7 @@ probe's trial on the meta device leaves the learner's own trace alone, and model
 
 from __future__ import annotations
 
-from app.config import ROOT
+from app.core.config import ROOT
 
 WRONG = ROOT / "exercises/model-internals/wrong"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.sandbox.harness import messages, wording
-from app.sandbox.harness.devices import Devices
-from app.sandbox.harness.host import Host
-from app.sandbox.simhost import DEFAULT_HOST, SimulatedHost, host_for
+from app.harness.contract import DEFAULT_HOST, SimulatedHost, host_for
+from app.harness.machine.devices import Devices
+from app.harness.machine.host import Host
+from app.harness.wording import messages, wording
 
 ONE_GPU, TWO_GPUS = Host(build="cuda", gpus=1), Host(build="cuda", gpus=2)
 

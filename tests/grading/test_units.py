@@ -6,11 +6,11 @@ import pytest
 import torch
 import yaml
 
-from app.config import ROOT
 from app.content.exercises import ExerciseSpec, load_exercise, load_exercises, read_expect
+from app.core.config import ROOT
 from app.grading.grader import build_job, evaluate
+from app.harness.wording import wording
 from app.runner.base import Result
-from app.sandbox.harness import wording
 
 CUDA = "cuda:0"
 
@@ -67,7 +67,7 @@ def test_simulated_gpu_embedding_and_conv_wording():
 
 
 def test_generated_table_matches_installed_torch():
-    from app.sandbox.harness.gen_cuda_checks import build_table
+    from app.harness.wording.gen_cuda_checks import build_table
 
     assert build_table() == wording._TABLE
 
@@ -165,7 +165,7 @@ def test_read_expect():
 
 def test_exercise_limits_only_tighten():
     from app.grading.grader import exercise_limits
-    from app.sandbox.limits import Limits
+    from app.sandbox.job_limits import Limits
 
     ex = _exercise()
     base = Limits(wall_s=30.0, cpu_s=5)

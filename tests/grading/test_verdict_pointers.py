@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ROOT
+from app.core.config import ROOT
 
 FINDINGS = Path(__file__).parent / "findings"
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from app import ROOT
-from app.config import Settings
+from app.core.config import Settings
 from bench.clients import Learner, solutions
 from bench.servers import site_server
 

@@ -10,9 +10,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from app.harness.contract import host_for
 from app.runner import Job
 from app.runner.celery_runner import WORKER_PREFIX, job_message
-from app.sandbox.simhost import host_for
 from tests.helpers import make_settings, with_csrf
 
 CODE = {"code": "print('hi')\n"}
@@ -89,7 +89,7 @@ def test_redis_stopped_is_503_naming_no_host_to_the_learner_and_nothing_is_store
 
 def test_the_events_of_a_job_nobody_ran_wait_and_a_stored_verdict_ends_them(tier_app):
     """With nothing in the stream, the stored row decides: here an error stored by the sweep, say."""
-    from app import leases
+    from app.submissions import leases
     from tests.helpers import parse_sse
 
     app, client, broker = tier_app

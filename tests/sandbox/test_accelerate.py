@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from app.harness.contract import DEFAULT_HOST
 from app.runner import Job
-from app.sandbox.simhost import DEFAULT_HOST
 
 TRAIN = """import json
 import torch

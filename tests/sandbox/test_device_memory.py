@@ -14,7 +14,7 @@ from pathlib import Path
 
 COURSE = [str(Path(sys.executable).with_name("course"))]
 MiB, GiB = 1 << 20, 1 << 30
-H100_TOTAL, T4_TOTAL = 81089 * MiB, 15095 * MiB  # app/sandbox/machines/{h100,t4}.json
+H100_TOTAL, T4_TOTAL = 81089 * MiB, 15095 * MiB  # app/harness/machine/machines/{h100,t4}.json
 CONTEXT = 512 * MiB  # harness/memory.py CONTEXT_BYTES
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from app.doctor import doctor, format_report
 from app.runner import BlockingRunner, Job
+from app.runner.doctor import doctor, format_report
 from tests.helpers import make_settings
 
 NVIDIA_MAJOR = 195

@@ -6,7 +6,7 @@ import pytest
 
 from app.runner import Job, Rejected
 from app.runner.base import check_source
-from app.sandbox.limits import Limits
+from app.sandbox.job_limits import Limits
 
 MiB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""Machine profiles (app/sandbox/machines/): loaded by one loader, picked by `course run --machine`, by
+"""Machine profiles (app/harness/machine/machines/): loaded by one loader, picked by `course run --machine`, by
 COURSE_SIM_MACHINE and by a throw-away profile a test adds; seen by the program as torch reports the card."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from app import ROOT
 from app.content.exercises import ExerciseSpec
-from app.sandbox import machines
-from app.sandbox.simhost import DEFAULT_HOST, machine_host
+from app.harness.contract import DEFAULT_HOST, machine_host
+from app.harness.machine import machines
 
 COURSE = [str(Path(sys.executable).with_name("course"))]
 PROPS = ("import torch\n"
@@ -83,7 +84,7 @@ def test_course_run_machine_flag_setting_and_a_throw_away_profile(tmp_path: Path
 
 
 def test_exercise_yaml_machine_picks_the_card_a_graded_job_runs_on():
-    starter = machines.FOLDER.parents[2] / "exercises" / "fits-on-one-gpu" / "starter.py"  # machine: l4
+    starter = ROOT / "exercises" / "fits-on-one-gpu" / "starter.py"  # machine: l4
     proc = course("grade", "--json", "fits-on-one-gpu", str(starter))
     verdict = json.loads(proc.stdout)
     fits = next(c for c in verdict["checks"] if c["id"] == "fits")

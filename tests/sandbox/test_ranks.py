@@ -6,9 +6,9 @@ import json
 import re
 import uuid
 
+from app.harness.contract import DEFAULT_HOST
 from app.runner import Job
-from app.sandbox.limits import Limits
-from app.sandbox.simhost import DEFAULT_HOST
+from app.sandbox.job_limits import Limits
 
 MiB = 1 << 20
 

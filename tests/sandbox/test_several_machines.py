@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 
+from app.harness.contract import DEFAULT_HOST
 from app.runner import Job
-from app.sandbox.simhost import DEFAULT_HOST
 
 ENV = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE",
        "ROLE_WORLD_SIZE", "MASTER_ADDR"]

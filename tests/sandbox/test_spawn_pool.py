@@ -16,7 +16,7 @@ import pytest
 from app import ROOT
 from app.runner import BlockingRunner, Job, LocalRunner
 from app.sandbox.gpus import GpuConfigError
-from app.sandbox.limits import Limits
+from app.sandbox.job_limits import Limits
 from tests.helpers import make_settings
 
 

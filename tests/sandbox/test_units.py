@@ -6,8 +6,8 @@ import signal
 from types import SimpleNamespace
 
 from app.sandbox import protocol
+from app.sandbox.job_limits import Limits
 from app.sandbox.jobstate import RunningJob
-from app.sandbox.limits import Limits
 
 
 def test_frames_roundtrip_in_pieces():
@@ -67,8 +67,8 @@ def test_report_is_parsed_and_bounded():
 def test_the_job_pipes_are_numbered_alike_on_both_sides():
     """child.py cannot import the harness (that would import torch before the server made it single-threaded),
     so the descriptor numbers and the payload header are written twice: here they are held equal."""
+    from app.harness import channel
     from app.sandbox import child, jobqueue
-    from app.sandbox.harness import channel
 
     assert (child.PAYLOAD_FD, child.REPORT_FD, child.STATUS_FD) == (channel.PAYLOAD_FD, channel.REPORT_FD,
                                                                     channel.STATUS_FD)

@@ -49,8 +49,8 @@ def procs_named(name: str) -> list[int]:
 
 def run_ranks(sandbox, name: str, subs: dict | None = None, **limits):
     """Run a hostile program as two ranks (`course run --nproc 2`), each on a simulated GPU of its own."""
+    from app.harness.contract import DEFAULT_HOST
     from app.runner import Job
-    from app.sandbox.simhost import DEFAULT_HOST
 
     lim = sandbox.runner.limits.__class__(**{**sandbox.runner.limits.to_dict(), **limits}) if limits else None
     return sandbox.run(Job(code=program(name, **(subs or {})), filename=f"{name}.py", nproc=2,

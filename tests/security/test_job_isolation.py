@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from app.config import ROOT
 from app.content.exercises import load_exercises
+from app.core.config import ROOT
 from app.grading import build_job, evaluate, grade_submission
 from app.runner import Job
 from tests.security.hostile import program, run

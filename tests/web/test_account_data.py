@@ -8,15 +8,17 @@ from datetime import datetime
 import pytest
 from sqlalchemy import select, text
 
-from app import password_reset, progress, verdicts
-from app.account_data import OMITTED
+from app.accounts import password_reset
+from app.accounts.data import OMITTED
+from app.learning import progress
 from app.models import Base, Learner, User
-from app.submissions import error_verdict
+from app.submissions import history as verdicts
+from app.submissions.live import error_verdict
 from tests.helpers import TEST_PASSWORD
 
 pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
 
-# The rows about an account, table by table, written out by hand (app/account_data.py finds them by foreign keys).
+# The rows about an account, table by table, written out by hand (app/accounts/data.py finds them by foreign keys).
 ABOUT = {
     "users": "id = :uid",
     "learners": "id = :lid",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.config import DEFAULT_SECRET, Settings
+from app.core.config import DEFAULT_SECRET, Settings
 
 pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own
 
@@ -171,7 +171,7 @@ def test_an_unknown_email_costs_as_much_as_a_wrong_password(app, client):
     import statistics
     import time
 
-    from app import accounts
+    from app.accounts import users as accounts
 
     signup(client)
 

@@ -12,7 +12,7 @@ import json
 import anyio
 import pytest
 
-from app.web.comments import MAX_ID
+from app.web.routes.comments import MAX_ID
 
 EXERCISE = "same-device"
 SUBMIT = f"/api/exercises/{EXERCISE}/submissions"

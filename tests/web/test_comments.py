@@ -7,7 +7,7 @@ import re
 import pytest
 from markupsafe import escape
 
-from app.comments import PER_PAGE, render_markdown
+from app.community.comments import PER_PAGE, render_markdown
 from tests.web.xss_payloads import PAYLOADS, unsafe_markup
 
 pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own

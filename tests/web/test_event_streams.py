@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack
 
 from app.main import create_app
 from app.runner.batches import parse_position
-from app.runner.streams import event_id, resume_point, valid_id
+from app.runner.redis_streams import event_id, resume_point, valid_id
 from bench.clients import Learner
 from tests.helpers import LiveServer, make_settings, parse_sse
 

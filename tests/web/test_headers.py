@@ -8,10 +8,11 @@ import re
 import pytest
 from fastapi.routing import iter_route_contexts
 
-from app import password_reset, progress
+from app.accounts import password_reset
+from app.learning import progress
 from app.models import Regrade, User
-from app.submissions import error_verdict
-from app.web.headers import CSP, DOCS_CSP, HEADERS, HSTS_MAX_AGE_S, SVG_CSP
+from app.submissions.live import error_verdict
+from app.web.middleware.headers import CSP, DOCS_CSP, HEADERS, HSTS_MAX_AGE_S, SVG_CSP
 from tests.helpers import make_settings
 
 PARAMETER = re.compile(r"\{([^}]+)\}")

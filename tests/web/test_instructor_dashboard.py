@@ -184,7 +184,7 @@ def test_the_regrade_api_and_its_refusals(classroom, live_app):
     assert wait_for(instructor, started.json()["id"])["status"] == "finished"
     bad = instructor.post("/instructor/exercises/pick-device/regrade", data={"since": "March"}, follow_redirects=False)
     assert "regrade_error=" in bad.headers["location"] and "YYYY-MM-DD" in unquote(bad.headers["location"])
-    from app.leases import db_clock
+    from app.submissions.leases import db_clock
 
     with live_app.state.db.session(write=True) as session, session.begin():  # held by a live process elsewhere
         session.add(Regrade(exercise_slug="bring-it-back", status="running", total=3, holder="web-2:17:abc",

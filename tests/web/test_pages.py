@@ -102,7 +102,7 @@ def test_each_app_renders_with_its_own_templates(tmp_path, make_site_settings, f
     """The Jinja environment belongs to the app: a second app with other templates does not change the first."""
     from fastapi.testclient import TestClient
 
-    from app.config import ROOT
+    from app.core.config import ROOT
     from app.main import create_app
 
     mine = tmp_path / "templates"

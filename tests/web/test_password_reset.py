@@ -12,11 +12,11 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
+from app.accounts.password_reset import token_hash
 from app.cli import main as course
-from app.config import get_settings
+from app.core.config import get_settings
 from app.main import create_app
 from app.models import PasswordReset, utcnow
-from app.password_reset import token_hash
 from tests.helpers import TEST_PASSWORD, with_csrf
 
 pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course

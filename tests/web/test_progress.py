@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app import progress
+from app.learning import progress
 from app.models import ExerciseProgress, Learner, LessonRead, Submission
 
 pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own

@@ -25,12 +25,13 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.python import asgi
 from sqlalchemy import select, update
 
-from app import comments, progress
-from app.config import Settings
+from app.community import comments
+from app.core.config import Settings
+from app.learning import progress
 from app.main import create_app
 from app.models import User, UserSession
-from app.submissions import error_verdict
-from app.web.comments import MAX_ID
+from app.submissions.live import error_verdict
+from app.web.routes.comments import MAX_ID
 from tests.helpers import TEST_PASSWORD, create_account, make_settings
 
 # examples per operation; enough to reach each refusal, small enough for `make test` on 2 cores

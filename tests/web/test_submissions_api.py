@@ -220,7 +220,7 @@ def test_no_javascript_form_runs_and_the_lesson_shows_the_verdict(learner):
 def test_a_run_cut_short_by_a_shutdown_is_stored_as_an_error(tmp_path):
     from fastapi.testclient import TestClient
 
-    from app import progress
+    from app.learning import progress
     from app.main import create_app
 
     app = create_app(make_settings(tmp_path, migrate=True))

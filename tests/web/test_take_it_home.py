@@ -13,8 +13,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from app.config import ROOT
 from app.content.course import load_course
+from app.core.config import ROOT
 
 COURSE = load_course(ROOT / "lessons", ROOT / "exercises")
 LESSONS = [lesson.slug for lesson in COURSE.lessons]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.storable import REPLACEMENT
+from app.core.storable import REPLACEMENT
 from tests.helpers import TEST_PASSWORD, create_account, parse_sse
 
 pytestmark = pytest.mark.both_databases

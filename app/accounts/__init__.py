@@ -1,0 +1,1 @@
+"""Accounts: users and sessions, a learner's own data, password resets."""

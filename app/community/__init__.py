@@ -1,0 +1,1 @@
+"""Comments under lessons and their moderation."""

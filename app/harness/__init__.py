@@ -1,0 +1,74 @@
+"""Code that runs INSIDE the sandbox. It imports nothing from `app` outside this package.
+
+`main(payload, report_fd)` is what a sandboxed child calls once it is isolated. The fork server imports this
+package before forking, so the child never needs to read project files (which its mount namespace hides).
+
+    contract.py      the job's simulated host as the app describes it (machine profiles: machine/machines/)
+    plain.py         plain mode: the learner's file as `__main__`, its traceback from its own line on
+    grade.py         grading mode: run the learner's file under the tracer, then the exercise's probe; one report
+    launch.py        several ranks in one job, as torchrun starts them: the launcher (rank.py: one rank)
+    launchers.py     `accelerate launch` instead of torchrun: its environment
+    report.py        the ranks' reports merged into one
+    session.py       one job's simulated host, wired together (both modes)
+    channel.py       the job's pipes to the fork server, and the key the report echoes (asked for last)
+    stdio.py         the learner's sys.stdout / sys.stderr put back, and said so, where their code broke them
+    tracing/         the placement tracer: placement.py (a TorchFunctionMode that records facts), hooks.py (its
+                     module, optimizer, DataLoader and device-question hooks), linemap.py (the facts per line)
+    machine/         the simulated machine: host.py (as the payload describes it), builds.py (the torch build the
+                     program believes in), devices.py, cuda_runtime.py, cuda_streams.py, memory.py, allocator.py,
+                     dataless.py, simulation.py (logical device labels), autocast.py, checkpoints.py, parallel.py,
+                     distributed.py, unsimulated.py; machines/ (one profile per machine, and their loader)
+    wording/         torch 2.13's own words: wording.py (a device mismatch, from cuda_device_checks.json, made by
+                     gen_cuda_checks.py), messages.py (its other error texts, and the line for what is not simulated)
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+
+# Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
+from app.harness import channel
+from app.harness import grade as _grade
+from app.harness import launch as _launch
+from app.harness import launchers as _launchers
+from app.harness import plain as _plain
+from app.harness import session as _session
+from app.harness import stdio as _stdio
+from app.harness.machine.host import Host
+from app.harness.wording import wording as _wording
+
+_wording.warm_up()
+
+
+def main(payload: dict, report_fd: int | None, request_key=None) -> int:
+    """Run one job described by payload; return the exit code.
+
+    mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
+    JSON report of facts to report_fd (see grade.py), echoing the key request_key() returns once everything the
+    learner wrote has run (channel.py; None outside a sandboxed job: no key); the verdict is decided outside the
+    sandbox. With `nproc` > 1 this process launches that many ranks, as torchrun would, and runs no learner code
+    itself (launch.py).
+    """
+    key_source = request_key or channel.no_key
+    if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks
+        os.environ.update(_launchers.of(payload)["env"])
+    if int(payload.get("nproc") or 1) > 1:
+        return _launch.run(payload, report_fd, key_source)
+    if payload.get("mode") == "grade":
+        try:
+            return _grade.run_grade(payload, report_fd, key_source)
+        finally:
+            _stdio.flush_streams()
+    filename = payload.get("filename", "main.py")
+    if request_key is not None:
+        channel.close_payload()  # a plain run asks for no key
+    if report_fd is not None:
+        os.close(report_fd)  # plain runs report nothing beyond their output
+    code = payload["code"]
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    if Host.from_payload(payload.get("host")).simulated:
+        _session.prepare(payload, filename, grading=False)  # the simulated host; nothing is reported
+    status = _plain.run_plain(code, filename)
+    _stdio.flush_streams()
+    return status

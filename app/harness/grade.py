@@ -1,0 +1,228 @@
+"""Grading mode: run the learner's file under the placement tracer, run the exercise's probe, report the facts.
+
+The report is ONE JSON document written to report_fd after the learner's code and the probe have finished. The
+grader outside the sandbox turns it into a verdict; nothing here decides pass or fail. The report echoes the
+job's key, which the harness asks the fork server for only after the learner's code and the probe have finished
+(channel.py), so the key is nowhere in this process while the learner's code runs: bytes that code writes to
+the pipe on its own do not read as a report (they are not JSON once the real report follows, or they lack the
+key), and if it asks for the key itself, the server gives it no second time and discards the report.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+
+import torch
+
+from app.harness import session, stdio
+from app.harness.machine.builds import Availability
+from app.harness.machine.host import Host
+from app.harness.tracing import placement
+
+_TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
+# bytes; the fork server drops reports past 4 MiB, so stay well under it
+REPORT_BUDGET = 3 << 20
+# The learner's module namespaces, kept alive until the process ends (os._exit: no finalisers). Freed earlier,
+# they would destroy the learner's objects while the harness still works, and some destructors block: gloo's
+# process group, still held by a DDP model after destroy_process_group(), waits on peers that have already left.
+KEPT_NAMESPACES: list[dict] = []
+
+
+def describe_exception(exc: BaseException, filename: str) -> dict:
+    """The learner-facing facts of an exception: type, message, learner lines, a traceback without our frames."""
+    frames = [fs for fs in traceback.extract_tb(exc.__traceback__)]
+    lines = [fs.lineno for fs in frames if fs.filename == filename]
+    if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
+        lines.append(exc.lineno)  # compile() failed: no frame of the learner's file ran
+    # a SyntaxError's str() repeats the file and line ("expected ':' (main.py, line 3)"); the line is in `line`
+    message = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+    return {"type": type(exc).__name__, "message": message, "lines": lines,
+            "line": lines[-1] if lines else None, "traceback": format_learner_traceback(exc, filename)}
+
+
+def exit_line(exc: SystemExit, filename: str) -> int | None:
+    """The learner's line that called sys.exit()."""
+    lines = [fs.lineno for fs in traceback.extract_tb(exc.__traceback__) if fs.filename == filename]
+    return lines[-1] if lines else None
+
+
+def format_learner_traceback(exc: BaseException, filename: str) -> str:
+    """Format exc like Python would, starting at the learner's file and without the harness's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    # the harness's frames, and torch's torch-function plumbing that only exists because the tracer is on
+    summary = traceback.StackSummary.from_list(
+        [fs for fs in traceback.extract_tb(tb) if not fs.filename.startswith(placement.HARNESS_DIR)
+         and not fs.filename.endswith(_TRACER_PLUMBING)])
+    head = "Traceback (most recent call last):\n" if summary else ""
+    body = "".join(summary.format())
+    tail = "".join(traceback.format_exception_only(type(exc), exc))
+    return head + body + tail
+
+
+class ProbeAPI:
+    """What an exercise's probe may use to question the learner's code (see exercises/*/probe.py)."""
+
+    def __init__(self, tracer: placement.Tracer, avail: Availability, filename: str):
+        self.tracer, self.availability, self.filename = tracer, avail, filename
+        self.accelerator = tracer.accelerator
+        self.simulated = tracer.simulated
+        self.host = avail.devices.host
+        self.return_line: int | None = None  # set by call()
+
+    def device_of(self, t: torch.Tensor) -> str:
+        """Where t lives, as the learner's code sees it (e.g. "cuda:0")."""
+        return self.tracer.device_of(t)
+
+    def on_accelerator(self, t: torch.Tensor) -> bool:
+        """True when t lives on the accelerator."""
+        return self.tracer.on_accelerator(t)
+
+    def scenario(self, *, build: str = "cuda", gpus: int = 1, mps: bool = False):
+        """Context manager: pretend to be another torch build ("cuda", "macos-arm64", "cpu") with other devices."""
+        return self.availability.scenario(Host(**{**self.host.__dict__, "build": build,
+                                                  "gpus": gpus if build == "cuda" else 0, "mps": mps}))
+
+    def host_copy(self, t: torch.Tensor) -> torch.Tensor:
+        """A detached host copy of t for comparing values (never recorded as the learner's move)."""
+        with torch._C.DisableTorchFunction():
+            return t.detach().to("cpu").clone()
+
+    def on_device(self, t: torch.Tensor, device: str | None = None) -> torch.Tensor:
+        """Put a probe-made tensor on the accelerator (a label when simulated)."""
+        device = device or self.accelerator
+        if self.simulated:
+            t._pt_dev = device
+            return t
+        with torch._C.DisableTorchFunction():
+            return t.to(device)
+
+    def mark(self) -> dict:
+        """Event counts now, to ask later which events a call added."""
+        return {k: len(v) for k, v in self.tracer.events.items()}
+
+    def events_since(self, mark: dict, kind: str) -> list[dict]:
+        """Events of kind recorded after mark."""
+        return self.tracer.events.get(kind, [])[mark.get(kind, 0):]
+
+    def call(self, fn, *args, **kwargs):
+        """Call a learner function; return (result, error facts or None). `return_line` is then the learner's
+        line that returned the result (the `return` to blame for a wrong value), or None."""
+        self.return_line = None
+        code = getattr(fn, "__code__", None)
+
+        def watch(frame, event, _arg):
+            if event == "return" and frame.f_code is code:
+                self.return_line = frame.f_lineno
+        previous = sys.getprofile()
+        sys.setprofile(watch if code is not None else previous)
+        try:
+            return fn(*args, **kwargs), None
+        except Exception as exc:  # the learner's bug is a fact to report, not a grader crash
+            self.return_line = None
+            return None, describe_exception(exc, self.filename)
+        finally:
+            sys.setprofile(previous)
+
+
+def _run_learner(code: str, filename: str, namespace: dict, show_traceback) -> dict:
+    """Execute the learner's file as __main__; return how it ended."""
+    start = time.perf_counter()
+    outcome: dict = {"finished": True, "exit_code": 0, "exception": None}
+    try:
+        exec(compile(code, filename, "exec"), namespace)
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        outcome.update(system_exit=True, exit_code=status, exit_line=exit_line(exc, filename))
+    except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
+        outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
+        show_traceback(outcome["exception"]["traceback"])
+    outcome["duration_ms"] = round((time.perf_counter() - start) * 1000, 1)
+    return outcome
+
+
+def _run_probe(source: str, namespace: dict, api: ProbeAPI) -> tuple[dict | None, str | None]:
+    probe_ns: dict = {"__name__": "__probe__"}
+    try:
+        exec(compile(source, "<probe>", "exec"), probe_ns)
+        return probe_ns["probe"](namespace, api), None
+    except Exception:  # the probe is the course's code: its failure is a grader error, not the learner's
+        return None, traceback.format_exc(limit=-6)
+
+
+@contextmanager
+def _quiet_stdout_errors():
+    try:
+        yield
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def encode_report(report: dict, budget: int = REPORT_BUDGET) -> bytes:
+    """The report as JSON, within budget bytes: past it the bulky detail goes, the verdict-relevant summary stays."""
+    data = json.dumps(report, default=str).encode("utf-8")
+    if len(data) > budget:
+        report["trace"]["events"] = {k: v[:20] for k, v in report["trace"]["events"].items()}
+        report["trace"]["losses"] = report["trace"]["losses"][:200]
+        data = json.dumps(report, default=str).encode("utf-8")
+    return data
+
+
+def _write_report(report_fd: int | None, report: dict) -> None:
+    data = encode_report(report)
+    if report_fd is None:
+        return
+    view = memoryview(data)
+    with _quiet_stdout_errors():
+        while view:
+            view = view[os.write(report_fd, view):]
+        os.close(report_fd)
+
+
+def run_grade(payload: dict, report_fd: int | None, request_key) -> int:
+    """Run the learner's file under the tracer, then the probe; ask for the key; write the report; return the
+    exit code."""
+    grade = dict(payload.get("grade") or {})
+    payload["grade"] = None  # the learner's code must not find the probe in the payload
+    report, status = collect(payload, grade)
+    _write_report(report_fd, {"nonce": request_key(), **report})
+    return status
+
+
+def collect(payload: dict, grade: dict, show_traceback=None) -> tuple[dict, int]:
+    """Run the learner's file under the tracer, then the probe; return (the facts, the exit code).
+
+    show_traceback(text) shows the learner's traceback (default: on stderr; a rank hands it to its launcher)."""
+    filename = payload.get("filename") or "main.py"
+    code = payload["code"]
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    originals = {"Tensor.to": torch.Tensor.to, "Module.to": None}
+    job = session.prepare(payload, filename, grading=True)
+    tracer, avail = job.tracer, job.availability
+    originals["Module.to"] = torch.nn.Module.to
+    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    KEPT_NAMESPACES.append(namespace)
+    outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
+    probe, probe_error = (None, None)
+    if grade.get("probe"):
+        probe, probe_error = _run_probe(grade["probe"], namespace, ProbeAPI(tracer, avail, filename))
+    tracer.uninstall()
+    stdio.flush_streams()
+    tampered = avail.tampered() + [name for name, fn in originals.items()
+                                   if fn is not None and fn is not _current(name)]
+    report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
+              "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
+              "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
+              "dist": job.distributed.final()}
+    return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
+
+
+def _current(name: str):
+    return {"Tensor.to": torch.Tensor.to, "Module.to": torch.nn.Module.to}[name]

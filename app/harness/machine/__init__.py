@@ -1,0 +1,1 @@
+"""The simulated machine: builds, devices, the CUDA runtime, memory, streams, checkpoints."""

@@ -1,0 +1,131 @@
+"""Simulated machines as data: one JSON profile per machine in this folder, read by one loader.
+
+A profile is what a learner's program would find on that machine (the torch build, the card's name, memory as
+torch reports it, compute capability, SM count, bfloat16 support) and what the clock needs (peak FLOPS per
+dtype, memory bandwidth, the host link with its pinned and pageable rates, the GPU-to-GPU link). Every figure is
+`{"value": ..., "source": "..."}`: where it was read (a datasheet, a published `get_device_properties` repr) or
+how it was derived or modeled. `null` values say the machine has no such thing or nobody published it.
+
+Adding a machine is adding a file here (or in the folder COURSE_SIM_MACHINES_DIR names, for a test's throw-away
+one); nothing else changes. The runner side (app/harness/contract.py) reads profiles and hands the harness the
+figures it needs in the job's payload; the harness never reads this folder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+FOLDER = Path(__file__).resolve().parent
+DEFAULT = "h100"
+BUILDS = ("cuda", "macos-arm64", "cpu")
+# the figures every profile has, each a {"value", "source"} pair (nested groups by dotted path)
+FIGURES = ("name", "total_memory", "capability", "multiprocessors", "bf16",
+           "peak_flops.fp64", "peak_flops.fp32", "peak_flops.tf32_tensor", "peak_flops.bf16_tensor",
+           "peak_flops.fp16_tensor", "peak_flops.fp8_tensor", "memory_bandwidth",
+           "host_link.kind", "host_link.bytes_per_s", "host_link.pinned_bytes_per_s",
+           "host_link.pageable_bytes_per_s", "gpu_link.kind", "gpu_link.bytes_per_s")
+
+
+class MachineError(ValueError):
+    """A profile that cannot be used, or a machine id no profile has (the message names the file or the ids)."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One machine profile."""
+
+    id: str
+    title: str
+    build: str
+    gpus: int  # GPUs the machine has unless `--gpus` asks for another count
+    mps: bool
+    path: Path
+    data: dict
+
+    def value(self, figure: str):
+        """The value of a figure by dotted path ("peak_flops.bf16_tensor")."""
+        return _leaf(self.data, figure)["value"]
+
+    def source(self, figure: str) -> str:
+        """Where a figure comes from."""
+        return _leaf(self.data, figure)["source"]
+
+    def summary(self) -> str:
+        """One line for `course doctor`: "h100  NVIDIA H100 SXM5 80GB (the default): 79.19 GiB, sm_90"."""
+        memory = self.value("total_memory")
+        cap = self.value("capability")
+        parts = [f"{memory / (1 << 30):.2f} GiB" if memory else None,
+                 f"sm_{cap[0]}{cap[1]}" if cap else None, "bf16" if self.value("bf16") else None]
+        extra = ", ".join(p for p in parts if p)
+        return f"{self.id:<11} {self.title}" + (f": {extra}" if extra else "")
+
+
+def _leaf(data: dict, figure: str) -> dict:
+    node = data
+    for key in figure.split("."):
+        node = node[key]
+    return node
+
+
+def _check(data, path: Path) -> Machine:
+    """Validate one profile's data; MachineError naming the file and the field."""
+    if not isinstance(data, dict):
+        raise MachineError(f"{path}: a machine profile is a JSON object")
+    for key in ("id", "title", "build", "gpus"):
+        if key not in data:
+            raise MachineError(f"{path}: field {key!r} is missing")
+    if data["id"] != path.stem:
+        raise MachineError(f"{path}: id {data['id']!r} must be the file's name ({path.stem!r})")
+    if data["build"] not in BUILDS:
+        raise MachineError(f"{path}: build {data['build']!r} is none of {', '.join(BUILDS)}")
+    if not isinstance(data["gpus"], int) or data["gpus"] < 0:
+        raise MachineError(f"{path}: gpus must be a whole number >= 0")
+    for figure in FIGURES:
+        try:
+            leaf = _leaf(data, figure)
+        except (KeyError, TypeError):
+            raise MachineError(f"{path}: figure {figure!r} is missing") from None
+        if not isinstance(leaf, dict) or "value" not in leaf or not str(leaf.get("source") or "").strip():
+            raise MachineError(f"{path}: figure {figure!r} needs a value and a source "
+                               '({"value": ..., "source": "where it was read"})')
+    if data["build"] == "cuda":
+        for figure in ("name", "total_memory", "capability", "multiprocessors"):
+            if _leaf(data, figure)["value"] in (None, ""):
+                raise MachineError(f"{path}: a CUDA machine needs a value for {figure!r}")
+    return Machine(id=data["id"], title=data["title"], build=data["build"], gpus=data["gpus"],
+                   mps=bool(data.get("mps", False)), path=path, data=data)
+
+
+def read(path: Path) -> Machine:
+    """Read and validate one profile file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MachineError(f"{path}: not a readable JSON profile ({exc})") from None
+    return _check(data, path)
+
+
+def load_all(extra: Path | str | None = None) -> dict[str, Machine]:
+    """Every machine: this folder's profiles, then those of `extra` (a folder; its files may add machines)."""
+    folders = [FOLDER] + ([Path(extra)] if extra else [])
+    machines: dict[str, Machine] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise MachineError(f"{folder}: the machine profiles folder does not exist")
+        for path in sorted(folder.glob("*.json")):
+            machine = read(path)
+            if machine.id in machines and folder != FOLDER:
+                raise MachineError(f"{path}: machine {machine.id!r} is already defined in {machines[machine.id].path}")
+            machines[machine.id] = machine
+    return machines
+
+
+def get(machine_id: str, extra: Path | str | None = None) -> Machine:
+    """The machine with this id; MachineError listing the known ids when there is none."""
+    machines = load_all(extra)
+    machine = machines.get(machine_id)
+    if machine is None:
+        raise MachineError(f"unknown machine {machine_id!r}; one of {', '.join(sorted(machines))}")
+    return machine

@@ -1,0 +1,70 @@
+"""One job's view of the machine: the simulated host's parts, wired together before the learner's code runs.
+
+Both modes use it: a plain run gets the simulated host (so `course run` sees the GPUs a grader would), a graded
+run gets the same plus the facts the tracer records. Where the job really has CUDA nothing is simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from app.harness.machine.builds import Availability
+from app.harness.machine.checkpoints import Checkpoints
+from app.harness.machine.cuda_runtime import CudaRuntime
+from app.harness.machine.devices import Devices
+from app.harness.machine.distributed import Distributed
+from app.harness.machine.host import PLAIN, Host
+from app.harness.machine.memory import Memory
+from app.harness.tracing import placement
+
+
+@dataclass
+class Session:
+    """What the harness installed for one job."""
+
+    host: Host
+    real_cuda: bool
+    simulated: bool
+    devices: Devices
+    availability: Availability
+    tracer: placement.Tracer
+    distributed: Distributed
+
+    def device_line(self) -> str:
+        """The device the verdict names: "cuda:0 (simulated on CPU)" or the real GPU's name."""
+        if self.real_cuda:
+            index = int(self.tracer.accelerator.rsplit(":", 1)[1])
+            return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+        if not self.simulated or self.host.devices_present() == 0:
+            return "cpu"
+        return f"{self.tracer.accelerator} (simulated on CPU)"
+
+
+def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
+    """Install the simulated host the payload describes (and the tracer); return the pieces.
+
+    In a rank of a job of several ranks (payload `rank`), the rank's own GPU is cuda:LOCAL_RANK."""
+    real_cuda = torch.cuda.is_available()  # in the child only: touching CUDA in the fork server poisons fork
+    index = int((payload.get("rank") or {}).get("local_rank", 0))
+    host = Host.from_payload(payload.get("host"))
+    simulated = not real_cuda and host.simulated
+    devices = Devices(host if not real_cuda else PLAIN)
+    memory = Memory(capacity=lambda gpu: host.gpu_memory_bytes)
+    runtime = CudaRuntime(devices, memory)
+    memory.fraction = lambda gpu: runtime.fractions.get(gpu, 1.0)  # set_per_process_memory_fraction's allowance
+    # a graded job's probe may switch scenarios even on a CPU-only build; a plain one never does
+    availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading))
+    availability.install()
+    accelerator = f"{host.accelerator}:{index}" if host.accelerator else "cpu"
+    tracer = placement.Tracer(filename, simulated=simulated, devices=devices, memory=memory,
+                              accelerator=f"cuda:{index}" if real_cuda else accelerator)
+    tracer.install()
+    distributed = Distributed(tracer, simulated=simulated)
+    distributed.install()
+    availability.remember_functions()  # the tracer wrapped some to see the learner's questions
+    if simulated and host.build == "cuda":
+        Checkpoints(memory, tracer.set_label).install()
+    return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
+                   availability=availability, tracer=tracer, distributed=distributed)

@@ -1,0 +1,1 @@
+"""The placement tracer: the facts a learner's program leaves, per line."""

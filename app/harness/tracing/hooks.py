@@ -1,0 +1,195 @@
+"""The tracer's hooks outside the TorchFunctionMode: DataLoader batches, module moves and forward passes,
+optimizer steps, the learner's questions about devices, and a backward pass that stays traced.
+
+A mixin of the Tracer (placement.py): it uses the tracer's record(), learner_frame(), names_in(), describe().
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+
+import torch
+import torch.utils.data.dataloader
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils.data import TensorDataset, dataloader
+
+from app.harness.machine.simulation import tensors_in
+
+# frames that are torch's own torch-function plumbing (between the learner's call and the mode)
+_PLUMBING = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"))
+# ... and, for forward hooks, nn.Module's call machinery (between `model(xb)` and the hook)
+_MODULE_PLUMBING = _PLUMBING + (os.path.join("torch", "nn", "modules", "module.py"),)
+_ORIG_MODULE = {name: getattr(torch.nn.Module, name) for name in ("to", "cuda", "cpu")}
+# the functions a program asks which device it may use (the answer a hard-coded "cuda" never waits for)
+DEVICE_QUERIES = [("torch.cuda", "is_available"), ("torch.cuda", "device_count"),
+                  ("torch.backends.mps", "is_available"), ("torch.mps", "is_available"),
+                  ("torch.accelerator", "is_available"), ("torch.accelerator", "device_count"),
+                  ("torch.accelerator", "current_accelerator")]
+_SIGNATURES: dict = {}  # Tensor.backward's and torch.autograd.backward's, read once
+_MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, "torch.mps": torch.mps,
+            "torch.accelerator": torch.accelerator}
+
+
+class Hooks:
+    """Installs and runs the hooks; the facts they gather go through the tracer's record()."""
+
+    def install_hooks(self) -> None:
+        """Module, optimizer, DataLoader and device-question hooks (before the learner's code runs)."""
+        torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre_hook)
+        register_optimizer_step_pre_hook(self._step_pre_hook)
+        register_optimizer_step_post_hook(self._step_post_hook)
+        self._patch_dataloader()
+        self._patch_module_moves()
+        self._watch_device_queries()
+
+    # ---------------------------------------------------------------- where the device came from
+    def _watch_device_queries(self) -> None:
+        """Record each time the learner's own code asks torch which device is usable."""
+        tracer = self
+        for module_name, name in DEVICE_QUERIES:
+            module, original = _MODULES[module_name], getattr(_MODULES[module_name], name)
+
+            @functools.wraps(original)
+            def asked(*args, _original=original, _api=f"{module_name}.{name}", **kwargs):
+                answer = _original(*args, **kwargs)
+                caller = sys._getframe(1)
+                checks_usable = _api != "torch.accelerator.current_accelerator" or kwargs.get(
+                    "check_available", args[0] if args else False)
+                if caller.f_code.co_filename == tracer.learner_file and checks_usable:
+                    tracer.record("device_query", line=caller.f_lineno, api=_api, answer=repr(answer)[:40])
+                return answer
+            setattr(module, name, asked)
+
+    def note_placement(self, device: str) -> None:
+        """Remember the first time the learner's code put a tensor on an accelerator, and whether it had asked."""
+        if self.first_placement is None:
+            frame = self.learner_frame()
+            self.first_placement = {"line": frame.f_lineno if frame else None, "device": device,
+                                    "asked": bool(self.counts.get("device_query"))}
+
+    # ---------------------------------------------------------------- batches and module moves
+    def _patch_dataloader(self) -> None:
+        tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
+
+        def __next__(it):
+            if _untraced_fetch(it):  # nothing labelled can come out: skip ~100 traced calls per batch
+                with torch._C.DisableTorchFunction():
+                    batch = orig_next(it)
+            else:
+                batch = orig_next(it)
+            index = tracer.batches
+            tracer.batches += 1
+            for t in tensors_in(batch):
+                t._pt_batch, t._pt_moved = index, False
+            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
+            return batch
+        dataloader._BaseDataLoaderIter.__next__ = __next__
+
+    def _patch_module_moves(self) -> None:
+        tracer = self
+        for name, orig in _ORIG_MODULE.items():
+            def move(module, *args, _orig=orig, _name=name, **kwargs):
+                frame = tracer.learner_frame(direct=True)
+                if tracer.simulated and _name == "to":  # `model.to(0)`: the C++ parser would ask for a real GPU
+                    args, kwargs = tracer.ordinals_named(args, kwargs)
+                before = {tracer.device_of(p) for p in module.parameters()} if frame is not None else set()
+                out = _orig(module, *args, **kwargs)
+                if frame is not None:
+                    devices = sorted({tracer.device_of(p) for p in module.parameters()})
+                    tracer.note_module_move(frame, module, before, devices)
+                    tracer.record("module_move", line=frame.f_lineno, op=_name, module=type(module).__name__,
+                                  names=tracer.names_in(frame, module), devices=devices, step=tracer.steps,
+                                  forwards=tracer.forwards, id=id(module))
+                return out
+            setattr(torch.nn.Module, name, move)
+
+    def note_module_move(self, frame, module, before: set, after: list) -> None:
+        """Put a module's move on the placement map when its parameters changed device."""
+        if not after or set(after) == before:
+            return
+        params = list(module.parameters())
+        self.lines.note(frame.f_lineno, "to_host" if after[0].startswith("cpu") else "to_device", after[0],
+                        names=self.names_in(frame, module), module=type(module).__name__,
+                        nbytes=sum(p.numel() * p.element_size() for p in params), op="to")
+
+    # ---------------------------------------------------------------- module and optimizer hooks
+    def _forward_pre_hook(self, module, inputs):
+        frame = self.learner_frame(direct=True, plumbing=_MODULE_PLUMBING)
+        if frame is None:
+            return None
+        self.forwards += 1
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        host = any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors)
+        if not host and not self.keeping("forward"):
+            self.counts["forward"] = self.counts.get("forward", 0) + 1
+            return None
+        params = list(module.parameters())
+        fact = dict(line=frame.f_lineno, module=type(module).__name__, id=id(module), step=self.steps,
+                    names=self.names_in(frame, module), has_params=bool(params), grad=torch.is_grad_enabled(),
+                    param_devices=sorted({self.device_of(p) for p in params}),
+                    inputs=[self.describe(t, frame) for t in tensors],
+                    shape=list(tensors[0].shape) if tensors else None)  # samples per step (fits-on-one-gpu)
+        self.record("forward", n=self.forwards, **fact)
+        if host:
+            self.record("host_input", **fact)
+        return None
+
+    def _step_pre_hook(self, optimizer, args, kwargs):
+        frame = self.learner_frame()
+        with torch._C.DisableTorchFunction():
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            grads = [p.grad for p in params if p.grad is not None]
+            known = [g for g in grads if not g.is_meta and "_pt_nodata" not in g.__dict__]
+            # a data-less gradient's values are unknown: assume what a real GPU would most likely have
+            nonzero = len(known) < len(grads) or any(bool(g.detach().abs().sum() > 0) for g in known)
+        self.record("step", line=frame.f_lineno if frame else None, n=self.steps, params=len(params),
+                    grads=len(grads), nonzero=nonzero, backwards=self.counts.get("backward", 0),
+                    devices=sorted({self.device_of(p) for p in params}))
+
+    def _step_post_hook(self, optimizer, args, kwargs):
+        self.steps += 1
+
+    def _traced_backward(self, func, args, kwargs):
+        """Run backward with the mode back on, so Python code inside it (custom autograd Functions, hooks) is
+        traced like the forward pass. torch.autograd.backward's own steps, up to the engine, which never
+        dispatches to a mode (calling backward itself again would only come back here)."""
+        from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+        from torch.autograd.graph import _engine_run_backward
+
+        signature = _SIGNATURES.get(func) or _SIGNATURES.setdefault(func, inspect.signature(func))
+        bound = signature.bind(*args, **kwargs).arguments
+        tensors = bound.get("self", bound.get("tensors"))
+        tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+        inputs = bound.get("inputs")
+        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs) if inputs is not None else ()
+        create_graph = bool(bound.get("create_graph", False))
+        retain_graph = bound.get("retain_graph")
+        with self.mode:
+            grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(
+                bound.get("gradient", bound.get("grad_tensors")), len(tensors)), is_grads_batched=False)
+            _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
+                                 create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
+        if self.simulated:
+            # the gradients it made live on the GPU now (torch.OutOfMemoryError here when they do not fit); from a
+            # data-less loss their values are unknown
+            self.memory.sweep_grads(valueless=any("_pt_nodata" in t.__dict__ for t in tensors))
+        return None
+
+
+
+def _untraced_fetch(it) -> bool:
+    """True when a DataLoader's next batch can be fetched without the tracer: a TensorDataset of unlabelled,
+    unmarked tensors, the default collate, one process, no pinning. Nothing in that fetch is the learner's code,
+    and nothing it returns can carry a device label, so tracing it (an index, a stack and a few views per sample,
+    thousands of calls in a training loop) would only cost time. Anything else, e.g. a learner's Dataset whose
+    __getitem__ moves tensors, is traced as usual."""
+    dataset = getattr(it, "_dataset", None)
+    return (type(it) is dataloader._SingleProcessDataLoaderIter and not it._pin_memory
+            and type(dataset) is TensorDataset
+            and getattr(it, "_collate_fn", None) in (dataloader.default_collate, dataloader.default_convert)
+            and not any(isinstance(t, torch.Tensor) and t.__dict__ for t in dataset.tensors))
+
+

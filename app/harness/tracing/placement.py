@@ -1,0 +1,352 @@
+"""The placement tracer: where each of the learner's tensors lives, and what their code did with it.
+
+One TorchFunctionMode sees every torch call made from Python. It
+
+* records facts for the grader: moves (`.to`/`.cuda`/`.cpu`), host reads (`.item()`, `.tolist()`, `.numpy()`,
+  printing a tensor), `backward()` with the loss value, loss-function calls, mismatches; each with the learner's
+  line and the learner's variable names for the tensors involved;
+* on a CPU-only host, simulates the GPUs of the simulated host with logical device labels (simulation.py); on a
+  host with CUDA nothing is simulated: tensors really live on the GPU and torch raises its own errors.
+
+Module forward pre-hooks, a DataLoader iterator patch, Module.to wrappers and optimizer step hooks add the
+facts a training loop is graded on.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from app.harness.machine import cuda_streams as streams
+from app.harness.machine.devices import Devices
+from app.harness.machine.memory import Memory
+from app.harness.machine.simulation import Simulation, tensors_in
+from app.harness.tracing.hooks import _PLUMBING, Hooks
+from app.harness.tracing.linemap import LineMap
+from app.harness.wording import wording
+
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # app/harness/, every module of it
+# events of one kind kept in the report; a training loop repeats the same facts thousands of times
+EVENTS_PER_KIND = 200
+# distinct (line, op, devices) keys kept in the per-call summary
+OP_KEYS_KEPT = 500
+# loss values kept: the first ones and the last ones (together they say whether "the loss went down")
+LOSS_VALUES_HEAD = LOSS_VALUES_TAIL = 1000
+_MOVES = {"to", "cuda", "cpu", "type_as"}
+_HOST_READS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__"}
+_LOSS_FUNCTIONS = {"mse_loss", "cross_entropy", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                   "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+                   "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss", "margin_ranking_loss",
+                   "multilabel_soft_margin_loss", "multi_margin_loss", "cosine_embedding_loss"}
+# tensor properties that answer from, or carry, a device label
+_LABELLED_PROPERTIES = {"device", "is_cuda", "is_mps", "is_cpu", "grad", "data", "T", "mT", "H", "mH", "real", "imag"}
+# reading a device tensor's value on the host: the host waits for the device (the placement map's `sync`)
+_SYNCS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__", "__bool__", "__float__", "__int__",
+          "__index__"}
+# calls the tracer must always see, labelled inputs or not
+_WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
+
+
+class Tracer(Hooks, Simulation):
+    """All placement facts of one job, and the switches that install the tracing."""
+
+    def __init__(self, learner_file: str, *, simulated: bool, devices: Devices, memory: Memory | None = None,
+                 accelerator: str = "cuda:0"):
+        self.learner_file = learner_file
+        self.simulated = simulated  # True: the GPUs are labels on host tensors (a host without CUDA)
+        self.devices, self.memory = devices, memory or Memory()
+        self.accelerator = accelerator
+        self.events: dict[str, list] = {}
+        self.counts: dict[str, int] = {}
+        self.losses: list[float] = []  # the first LOSS_VALUES_HEAD values ...
+        self.losses_tail: collections.deque = collections.deque(maxlen=LOSS_VALUES_TAIL)  # ... and the latest
+        self.steps = 0
+        self.forwards = 0
+        self.batches = 0
+        self.ops: dict[tuple, int] = {}  # (learner line, op, devices) -> calls
+        self.first_placement: dict | None = None  # the first tensor the learner's code put on an accelerator
+        self.lines = LineMap()  # the placement map: what happened on each learner line
+        self.mode: PlacementMode | None = None
+
+    # ---------------------------------------------------------------- facts
+    def count_op(self, line: int, name: str, devices: tuple) -> None:
+        """Count one torch call the learner's line made, with the devices of its tensors."""
+        key = (line, name, devices)
+        if key in self.ops or len(self.ops) < OP_KEYS_KEPT:
+            self.ops[key] = self.ops.get(key, 0) + 1
+
+    def keeping(self, kind: str) -> bool:
+        """True while facts of this kind are still kept (past that, only counted: cheaper in long loops)."""
+        return len(self.events.get(kind, ())) < EVENTS_PER_KIND
+
+    def record(self, kind: str, **fact) -> None:
+        """Keep one fact (the first EVENTS_PER_KIND of each kind) and count all of them."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        kept = self.events.setdefault(kind, [])
+        if len(kept) < EVENTS_PER_KIND:
+            fact["kind"] = kind
+            kept.append(fact)
+
+    def device_of(self, t: torch.Tensor) -> str:
+        """The device the learner's tensor lives on: its label when simulated, its real device otherwise."""
+        if self.simulated:  # every tensor is physically on the host; a label says it is "on the accelerator"
+            return t.__dict__.get("_pt_dev") or "cpu"
+        with torch._C.DisableTorchFunction():
+            return str(t.device)
+
+    def on_accelerator(self, t: torch.Tensor) -> bool:
+        """True when t lives (logically) on an accelerator."""
+        return not self.device_of(t).startswith("cpu")
+
+    # ---------------------------------------------------------------- learner frames and names
+    def learner_frame(self, *, direct: bool = False, plumbing: tuple = _PLUMBING):
+        """The nearest frame of the learner's file; with direct=True only if the learner made the call itself."""
+        f = sys._getframe(1)
+        while f is not None:
+            filename = f.f_code.co_filename
+            if filename == self.learner_file:
+                return f
+            if direct and not (filename.startswith(HARNESS_DIR) or filename.endswith(plumbing)):
+                return None
+            f = f.f_back
+        return None
+
+    @staticmethod
+    def names_in(frame, obj) -> list[str]:
+        """The learner's variable names bound to obj in frame (identity, not equality)."""
+        if frame is None:
+            return []
+        try:
+            return [k for k, v in list(frame.f_locals.items()) if v is obj and not k.startswith("__")][:3]
+        except Exception:  # a learner object with odd semantics must never break grading
+            return []
+
+    def describe(self, t: torch.Tensor, frame) -> dict:
+        """A tensor as the report shows it: names, device, where it came from."""
+        d = t.__dict__
+        return {"names": self.names_in(frame, t), "device": self.device_of(t), "dim": t.dim(),
+                "batch": d.get("_pt_batch"), "moved": bool(d.get("_pt_moved")), "loss": bool(d.get("_pt_loss"))}
+
+    # ---------------------------------------------------------------- install
+    def install(self) -> None:
+        """Start tracing: the mode, module hooks, the DataLoader patch and the optimizer hooks."""
+        self.install_hooks()
+        if self.simulated:
+            self.install_simulation()
+        self.mode = PlacementMode(self)
+        self.mode.__enter__()
+
+    def uninstall(self) -> None:
+        """Stop the mode (hooks stay: the process ends right after grading)."""
+        if self.mode is not None:
+            try:
+                self.mode.__exit__(None, None, None)
+            except Exception:  # the learner may have pushed or popped modes of their own
+                pass
+            self.mode = None
+
+    # ---------------------------------------------------------------- the mode's work
+    def on_property(self, func, attr: str, args):
+        """Property get/set: answer devices from labels; keep labels on .grad and .data."""
+        setting = func.__name__ == "__set__"
+        t = args[0]
+        if not setting and self.simulated and isinstance(t, torch.Tensor):
+            label = t.__dict__.get("_pt_dev")
+            if attr == "device" and label:
+                return _device_object(label)
+            if attr in ("is_cuda", "is_mps", "is_cpu") and label:
+                return label.startswith(attr[3:])
+        out = func(*args)
+        if self.simulated and isinstance(t, torch.Tensor):
+            if setting and attr in ("data", "grad") and isinstance(args[1], torch.Tensor):
+                if attr == "data":
+                    self.set_label(t, args[1].__dict__.get("_pt_dev"))
+            elif not setting and isinstance(out, torch.Tensor) and out is not t and t.__dict__.get("_pt_dev"):
+                if attr in ("grad", "data", "T", "mT", "H", "mH", "real", "imag") and "_pt_dev" not in out.__dict__:
+                    if "_pt_nodata" in t.__dict__ or _meta(out):
+                        out.__dict__["_pt_nodata"] = True
+                    self.set_label(out, t._pt_dev)
+        return out
+
+    def on_call(self, func, name: str, args, kwargs):
+        """One torch call: simulate the GPUs where needed, run it, propagate labels, record facts."""
+        frame = self.learner_frame(direct=True)
+        if frame is not None:
+            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in tensors_in((args, kwargs))[:4]))
+        if self.simulated and name == "backward":
+            out = self._traced_backward(func, args, kwargs)
+        elif self.simulated:
+            out = self.simulate(func, name, args, kwargs)
+            if out is not NotImplemented:
+                return out
+            out = self.run_simulated(func, name, args, kwargs)
+        else:
+            out = self.run_recording_mismatch(func, name, args, kwargs)
+        self._propagate(name, args, kwargs, out)
+        self._observe(name, args, kwargs, out)
+        return out
+
+    def ordinals_named(self, args, kwargs):
+        """`model.to(0)` and `device=0`: name the ordinal's device, as torch does on a build with an accelerator."""
+        args = tuple(self.devices.label(a) if type(a) is int else a for a in args)
+        if type(kwargs.get("device")) is int:
+            kwargs = {**kwargs, "device": self.devices.label(kwargs["device"])}
+        return args, kwargs
+
+    def run_recording_mismatch(self, func, name, args, kwargs):
+        """Run func; record torch's own device-mismatch error (real GPUs raise it themselves) and re-raise."""
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as exc:
+            if wording.SAME_DEVICE_PREFIX in str(exc) or "should be the same" in str(exc):
+                self._record_mismatch(name, args, kwargs, str(exc))
+            raise
+
+    def _propagate(self, name, args, kwargs, out) -> None:
+        """Outputs live where their inputs live; batch and loss marks follow derived tensors."""
+        outs = [t for t in tensors_in(out)]
+        if not outs:
+            return
+        ins = tensors_in((args, kwargs))
+        in_ids = {id(t) for t in ins}
+        label = next((t.__dict__["_pt_dev"] for t in ins if t.__dict__.get("_pt_dev")), None)
+        batch = next((t for t in ins if "_pt_batch" in t.__dict__), None)
+        loss = name in _LOSS_FUNCTIONS or any(t.__dict__.get("_pt_loss") for t in ins)
+        for t in outs:
+            if id(t) in in_ids:  # in-place or returned-self: the tensor keeps its own place
+                continue
+            if self.simulated and label:
+                self.set_label(t, label)
+            if batch is not None:
+                t._pt_batch, t._pt_moved = batch._pt_batch, bool(batch.__dict__.get("_pt_moved"))
+            if loss and t.dim() == 0:
+                t._pt_loss = True
+
+    def _observe(self, name, args, kwargs, out, move=None, non_blocking=False) -> None:
+        """Record the facts the grader reads: moves, host reads, backward, losses."""
+        self._map(name, args, kwargs, out, move)
+        if name in _LOSS_FUNCTIONS:
+            frame = self.learner_frame()
+            self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
+                        inputs=[self.describe(t, frame) for t in tensors_in((args, kwargs))][:3])
+        if name not in _HOST_READS and name not in _MOVES and name != "backward":
+            return
+        # printing a tensor gets its own kind, so a long loop of .item() calls cannot crowd it out of the report
+        kind = ("move" if move is not None else "backward" if name == "backward"
+                else "tensor_print" if name in ("__repr__", "__format__") else "host_read")
+        if kind != "backward" and not self.keeping(kind):
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            return
+        frame = self.learner_frame(direct=True)
+        if frame is None or not args or not isinstance(args[0], torch.Tensor):
+            return
+        src = args[0]
+        fact = dict(line=frame.f_lineno, op=name, **self.describe(src, frame),
+                    requires_grad=bool(src.requires_grad), grad_fn=src.grad_fn is not None)
+        if move is not None:
+            self.record("move", src_device=move[0], dst_device=move[1], non_blocking=bool(non_blocking), **fact)
+        elif name == "backward":
+            value = float(src.detach().reshape(-1)[0]) if src.numel() and "_pt_nodata" not in src.__dict__ \
+                else float("nan")  # a data-less loss has no value to record
+            (self.losses if len(self.losses) < LOSS_VALUES_HEAD else self.losses_tail).append(value)
+            src._pt_loss = True
+            self.record("backward", step=self.steps, value=value, **fact)
+        else:
+            copied_at = src.__dict__.get("_pt_copied_at")  # a non-blocking copy from a GPU landed here ...
+            self.record(kind, force=bool(kwargs.get("force", False)),  # ... and the host has not waited since
+                        unsynced=copied_at is not None and copied_at == streams.CLOCK.count,
+                        prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
+
+    def _map(self, name, args, kwargs, out, move) -> None:
+        """Count the call on the placement map when it moved, synced or created a tensor on a device."""
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if name in _MOVES and first is not None and isinstance(out, torch.Tensor):
+            src, dst = move or (self.device_of(first), self.device_of(out))
+            if src != dst:
+                frame = self.learner_frame(direct=True)
+                self.lines.note(frame.f_lineno if frame else None, "to_host" if dst.startswith("cpu") else "to_device",
+                                dst, names=self.names_in(frame, first), shape=first.shape,
+                                nbytes=first.numel() * first.element_size(), op=name)
+        elif name in _SYNCS and first is not None and self.on_accelerator(first):
+            frame = self.learner_frame(direct=True)
+            self.lines.note(frame.f_lineno if frame else None, "sync", self.device_of(first),
+                            names=self.names_in(frame, first), shape=first.shape, op=name)
+        elif "device" in kwargs and name not in _MOVES and isinstance(out, torch.Tensor) and self.on_accelerator(out):
+            frame = self.learner_frame(direct=True)
+            self.lines.note(frame.f_lineno if frame else None, "created_on_device", self.device_of(out),
+                            shape=out.shape, op=name)
+
+    def report(self) -> dict:
+        """The facts as JSON-ready data."""
+        ops = [{"line": line, "op": op, "devices": list(devices), "calls": n}
+               for (line, op, devices), n in sorted(self.ops.items(), key=lambda kv: kv[0][0])]
+        return {"events": self.events, "counts": self.counts, "losses": self.losses + list(self.losses_tail),
+                "steps": self.steps,
+                "forwards": self.forwards, "batches": self.batches, "ops": ops,
+                "first_placement": self.first_placement, "lines": self.lines.report()}
+
+
+def _meta(t: torch.Tensor) -> bool:
+    with torch._C.DisableTorchFunction():
+        return t.is_meta
+
+
+_DEVICE_OBJECTS: dict[str, torch.device] = {}
+
+
+def _device_object(label: str) -> torch.device:
+    """The torch.device a label names (made once: `.device` is read in every loop)."""
+    device = _DEVICE_OBJECTS.get(label)
+    if device is None:
+        device = _DEVICE_OBJECTS[label] = torch._C.device(label)
+    return device
+
+
+class PlacementMode(TorchFunctionMode):
+    """The TorchFunctionMode that hands every torch call to the tracer."""
+
+    def __init__(self, tracer: Tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "__get__" or name == "__set__":
+            descriptor = getattr(func, "__self__", None)
+            if type(descriptor).__name__ == "getset_descriptor":
+                if descriptor.__name__ not in _LABELLED_PROPERTIES:  # dtype, shape, requires_grad ...
+                    return func(*args)
+                return self.tracer.on_property(func, descriptor.__name__, args)
+        if name not in _WATCHED and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
+            # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
+            caller = sys._getframe(1)
+            if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
+                tensors = tensors_in((args, kwargs))
+                self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
+            if self.tracer.simulated:
+                return func(*args, **kwargs)
+            return self.tracer.run_recording_mismatch(func, name, args, kwargs)
+        out = self.tracer.on_call(func, name, args, kwargs)
+        if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
+            return self.tracer.repr_with_device(args[0], out)
+        return out
+
+
+def _marked(args) -> bool:
+    """True when a tensor among args (or one level down in a list/tuple) carries a label or a mark."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if a.__dict__:
+                return True
+        elif isinstance(a, (list, tuple)):
+            for b in a:
+                if isinstance(b, torch.Tensor) and b.__dict__:
+                    return True
+    return False
+
+

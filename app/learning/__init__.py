@@ -1,0 +1,1 @@
+"""A learner's progress, the instructor's dashboard and its CSV export."""

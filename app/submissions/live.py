@@ -1,0 +1,341 @@
+"""Live submissions: take a learner's code, grade it in the background, stream its events, keep the verdict.
+
+One submission's life: `LiveHub.submit` hands the code to the grader (which submits one job to the runner) and
+returns as soon as the runner has accepted the job (or refused it: `Busy`, which the web layer turns into 429);
+only an accepted job becomes a stored Submission row, so a full queue never costs the learner an attempt.
+While the job runs, every output line is appended to an in-memory `LiveRun`, which any number of subscribers
+replay from the start (a page that connects late still sees every line). When grading ends the verdict is
+stored (progress updated by `app.learning.progress.finish_submission`), pushed as the last event, and the LiveRun is
+kept a little longer for late subscribers; after that, events are rebuilt from the stored row.
+
+Database work runs in worker threads (`anyio.to_thread`): SQLite may wait in its busy timeout, and the event
+loop that streams output to every learner must not wait with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.content.exercises import Exercise
+from app.core.db import Database
+from app.core.errors import Refusal
+from app.learning import progress
+from app.models import Submission
+from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
+from app.runner.batches import BATCH_S, Batch, OutputBatcher, parse_position, stored_batches
+from app.submissions.leases import error_verdict
+from app.submissions.views import (  # re-exported: the routes and the worker read submissions through here too
+    SOLUTION_AFTER_FAILURES,
+    attempt_summary,
+    exercise_state,
+    failed_attempts,
+    learner_key,
+    panel_state,
+    verdict_json,
+)
+
+log = logging.getLogger(__name__)
+
+# seconds a finished run's events stay in memory for subscribers that connect late; later ones read the DB
+LINGER_S = 30.0
+# the verdict event's id: a page that reconnects with it has everything
+VERDICT_ID = "verdict"
+INTERRUPTED_MESSAGE = "The server restarted while this ran (not your code's fault); run it again."
+
+
+class Refused(Refusal):
+    """Code the site will not run: `status_code` (413 too large, 400 not UTF-8) and a message a person can act on."""
+
+    @classmethod
+    def of(cls, rejected: Rejected) -> Refused:
+        """Return the site's refusal for a runner's: 413 for source over the size limit, else 400."""
+        return cls(413 if rejected.limit_hit == "source" else 400, rejected.message)
+
+
+def check_code(code: str, *, source_bytes: int) -> None:
+    """Refuse code the sandbox would refuse, before it costs an attempt: 413 too large, 400 not UTF-8."""
+    try:
+        check_source_text(code, source_bytes)
+    except Rejected as exc:
+        raise Refused.of(exc) from None
+
+
+# --- the live event buffer ---------------------------------------------------------------------------------
+
+
+@dataclass
+class LiveRun:
+    """Every event of one running submission, in order, for any number of subscribers to replay.
+
+    Output lines go through an OutputBatcher (app/runner/batches.py): one `output` event per short interval or
+    size, the live stream capped; the events hold `Batch`es, so a reconnecting page can be given the rest.
+    """
+
+    events: list[tuple[str, Any]] = field(default_factory=list)
+    done: bool = False
+    batcher: OutputBatcher = field(default_factory=OutputBatcher)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _timer: asyncio.TimerHandle | None = None
+
+    def push(self, kind: str, data: Any) -> None:
+        """Append one event and wake every subscriber."""
+        self.events.append((kind, data))
+        self._wake.set()
+        self._wake = asyncio.Event()
+
+    def add_line(self, stream: str, line: str) -> None:
+        """Take one output line; it goes out with its batch (when full, or BATCH_S after the batch's first line)."""
+        batch = self.batcher.add(stream, line)
+        if batch is not None:
+            self.push("output", batch)
+        elif self.batcher.pending and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(BATCH_S, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        batch = self.batcher.take()
+        if batch is not None:
+            self.push("output", batch)
+
+    def finish(self, verdict: dict) -> None:
+        """Send what output is left (the tail of a capped stream), then the verdict, and end the run."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for batch in self.batcher.close():
+            self.push("output", batch)
+        self.push("verdict", verdict)
+        self.close()
+
+    def close(self) -> None:
+        """Mark the run finished; subscribers drain what is left and stop."""
+        self.done = True
+        self._wake.set()
+
+    async def replay(self) -> AsyncIterator[tuple[str, Any]]:
+        """Yield every event from the first, then new ones as they come, until the run is done."""
+        sent = 0
+        while True:
+            wake = self._wake
+            while sent < len(self.events):
+                yield self.events[sent]
+                sent += 1
+            if self.done:
+                return
+            await wake.wait()
+
+
+def stored_events(submission: Submission) -> list[tuple[str, Any]]:
+    """Rebuild the events of a finished submission from its stored verdict: output batches, then the verdict."""
+    verdict = verdict_json(submission) if submission.verdict else error_verdict(
+        submission.exercise_slug, "This run has no stored verdict.")
+    batches = stored_batches(verdict.get("stdout") or "", verdict.get("stderr") or "")
+    return [("output", batch) for batch in batches] + [("verdict", verdict_json(submission))]
+
+
+def sse_events(events, after: str | None):
+    """Turn (kind, Batch or dict) events into SSE (id, kind, data), leaving out what a page at `after` has seen.
+
+    Output ids are positions in the output (app/runner/batches.py); the verdict's id is VERDICT_ID, after which
+    nothing is left to send.
+    """
+    if after == VERDICT_ID:
+        return
+    seen = parse_position(after) or (0, 0)
+    for kind, data in events:
+        if isinstance(data, Batch):
+            rest = data.after(seen)
+            if rest is not None:
+                yield rest.id, kind, rest.data()
+        else:
+            yield (VERDICT_ID if kind == "verdict" else kind), kind, data
+
+
+# --- running submissions ---------------------------------------------------------------------------------
+
+
+class _WatchedRunner:
+    """The runner, as the grader sees it, with a future that resolves once the runner accepts or refuses the job."""
+
+    def __init__(self, runner: Any, accepted: asyncio.Future) -> None:
+        self._runner = runner
+        self._accepted = accepted
+
+    async def submit(self, job):
+        try:
+            handle = await self._runner.submit(job)
+        except BaseException as exc:
+            if not self._accepted.done():
+                self._accepted.set_exception(exc)
+            raise
+        if not self._accepted.done():
+            self._accepted.set_result(handle)
+        return handle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+class LiveHub:
+    """The submissions this process is grading: start them, stream them, store them."""
+
+    def __init__(self, db: Database, runner: Any, grade: Any = None) -> None:
+        self.db = db
+        self.runner = runner
+        self._grade_fn = grade
+        self.runs: dict[str, LiveRun] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def _grader(self):
+        if self._grade_fn is None:
+            from app.grading import grade_submission  # imported late: grading pulls in the harness's specs
+
+            self._grade_fn = grade_submission
+        return self._grade_fn
+
+    async def submit(self, *, exercise: Exercise, learner_id: str, code: str) -> str:
+        """Start grading; return the stored submission's id once the runner took the job. Raises Busy."""
+        run = LiveRun()
+        accepted: asyncio.Future = asyncio.get_running_loop().create_future()
+        recorded: asyncio.Future = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._grade(exercise, code, run, accepted, recorded))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        try:
+            await asyncio.wait({accepted, task}, return_when=asyncio.FIRST_COMPLETED)
+            if accepted.done() and accepted.exception() is not None:
+                raise accepted.exception()
+            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code)
+        except BaseException:  # refused, the database failed, or the request went away: stop the run too
+            recorded.cancel()
+            task.cancel()
+            raise
+        self.runs[submission_id] = run
+        recorded.set_result(submission_id)
+        return submission_id
+
+    def _record(self, learner_id: str, exercise_slug: str, code: str) -> str:
+        with self.db.session(write=True) as session, session.begin():
+            submission = progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
+                                                    code=code)
+            progress.start_submission(session, submission_id=submission.id)
+            return submission.id
+
+    async def _grade(self, exercise: Exercise, code: str, run: LiveRun, accepted: asyncio.Future,
+                     recorded: asyncio.Future) -> None:
+        """Grade in the background, push output as it comes, then store and push the verdict."""
+        def on_output(event: OutputEvent) -> None:
+            run.add_line(event.stream, event.line)
+
+        try:
+            verdict = await self._grader()(exercise, code, _WatchedRunner(self.runner, accepted), on_output)
+            verdict = verdict.model_dump(mode="json") if hasattr(verdict, "model_dump") else dict(verdict)
+        except Busy:
+            return  # refused before it ran; submit() answers 429 and nothing was stored
+        except Exception:
+            log.exception("grading %s failed", exercise.slug)
+            verdict = error_verdict(exercise.slug, "The grader failed on this run (not your code's fault); "
+                                                   "run again, and tell the course staff if it keeps happening.")
+        finally:
+            if not accepted.done():
+                accepted.set_result(None)  # the grader finished without queueing a job (e.g. refused it itself)
+        if accepted.exception() is not None:
+            return  # the runner refused the job (the grader turned that into a verdict): nothing was stored
+        submission_id = await recorded
+        stored = await anyio.to_thread.run_sync(self._finish, submission_id, verdict)
+        run.finish(stored)
+        await asyncio.sleep(LINGER_S)
+        self.runs.pop(submission_id, None)
+
+    def _finish(self, submission_id: str, verdict: dict) -> dict:
+        with self.db.session(write=True) as session, session.begin():
+            submission = progress.finish_submission(session, submission_id=submission_id, verdict=verdict)
+            return verdict_json(submission)
+
+    async def events(self, submission_id: str, *, after: str | None = None, poll_s: float = 0.25,
+                     timeout_s: float = 120.0) -> AsyncIterator[tuple[str, str, dict]]:
+        """Yield a submission's (id, kind, data) events after event `after` (from the first if None).
+
+        Output ids say how far into stdout and stderr an event reaches, so a page reconnecting with
+        Last-Event-ID gets exactly the lines after it, from the live run or rebuilt from the stored row.
+        """
+        async for kind, data in self._events(submission_id, poll_s=poll_s, timeout_s=timeout_s):
+            for event in sse_events([(kind, data)], after):
+                yield event
+
+    async def _events(self, submission_id: str, *, poll_s: float, timeout_s: float):
+        """Yield a submission's events from the first: live if this process runs it, else from the database.
+
+        A run this process does not hold may belong to another web worker; wait for its stored verdict, and
+        give up with an error verdict after `timeout_s` (its process went away mid-run).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            run = self.runs.get(submission_id)
+            if run is not None:
+                async for event in run.replay():
+                    yield event
+                return
+            submission = await anyio.to_thread.run_sync(self._load, submission_id)
+            if submission is None:
+                return
+            if submission.finished:
+                for event in stored_events(submission):
+                    yield event
+                return
+            if time.monotonic() > deadline:
+                yield "verdict", {**verdict_json(submission), **error_verdict(
+                    submission.exercise_slug, "This run was interrupted (the server restarted); run it again.")}
+                return
+            await asyncio.sleep(poll_s)
+
+    def _load(self, submission_id: str) -> Submission | None:
+        with self.db.session() as session:
+            return progress.get_submission(session, submission_id)
+
+    async def close(self) -> None:
+        """Cancel every run still in progress (the app is stopping) and store them as errors, not left running."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for submission_id, run in list(self.runs.items()):
+            if not run.done:
+                await anyio.to_thread.run_sync(self._abandon, submission_id)
+
+    def _abandon(self, submission_id: str) -> None:
+        with self.db.session(write=True) as session, session.begin():
+            submission = progress.get_submission(session, submission_id)
+            if submission is not None and not submission.finished:
+                progress.finish_submission(session, submission_id=submission_id, verdict=error_verdict(
+                    submission.exercise_slug, "The server stopped while this ran (not your code's fault); "
+                                              "run it again."))
+
+
+def fail_interrupted(session: Session) -> int:
+    """Mark every queued or running submission as an error (its run died with the server); return how many.
+
+    Call it once when a deployment starts, before it accepts submissions: runs live in the memory of the process
+    that took them, so after a crash or SIGKILL nothing will ever finish them. With several web workers sharing
+    one database this must not run as each worker starts (a worker restarted beside busy ones would fail their
+    runs): the app calls it only with the embedded local runner, and a deployment with several workers must run it
+    once per deployment start instead.
+    """
+    unfinished = session.scalars(select(Submission).where(Submission.status.in_(("queued", "running")))).all()
+    for submission in unfinished:
+        progress.finish_submission(session, submission_id=submission.id, verdict=error_verdict(
+            submission.exercise_slug, INTERRUPTED_MESSAGE))
+    return len(unfinished)
+
+
+__all__ = ["LiveHub", "LiveRun", "Refused", "check_code", "verdict_json", "attempt_summary", "exercise_state",
+           "panel_state", "failed_attempts", "stored_events", "sse_events", "error_verdict", "fail_interrupted",
+           "learner_key", "SOLUTION_AFTER_FAILURES", "VERDICT_ID"]

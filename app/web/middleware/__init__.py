@@ -1,0 +1,1 @@
+"""The ASGI middleware the site runs every request through."""

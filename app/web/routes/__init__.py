@@ -1,0 +1,1 @@
+"""The site's routers, one per area."""

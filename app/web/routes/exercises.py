@@ -1,0 +1,251 @@
+"""Live exercises over HTTP: submit code, stream its run (SSE), read verdicts and the attempts history.
+
+Thin routes over `app.submissions.live`. Who may read a submission is decided in dependencies, before a streaming
+response starts: a check inside the event generator would run after the 200 is already sent.
+A learner sees only their own submissions; instructors see everyone's. Someone else's submission answers 404,
+the same as one that does not exist, so ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from collections.abc import AsyncIterable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from sqlalchemy.exc import OperationalError
+
+from app.content.exercises import Exercise
+from app.learning import progress
+from app.models import Submission
+from app.runner.base import Busy, Unavailable
+from app.submissions.live import LiveHub, Refused, check_code, fail_interrupted
+from app.submissions.tier_hub import CeleryHub
+from app.submissions.views import exercise_state, learner_key, verdict_json
+from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits
+from app.web.stream_slots import StreamSlots
+
+log = logging.getLogger(__name__)
+
+# bytes of JSON body per byte of source: the worst JSON escape (\u0000) turns 1 byte into 6; plus the envelope
+BODY_PER_SOURCE_BYTE = 6
+BODY_ENVELOPE_BYTES = 4096
+# milliseconds the browser waits before reconnecting a dropped event stream
+SSE_RETRY_MS = 1000
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    """Hold the live submissions of this process; cancel unfinished ones when the app stops.
+
+    With the embedded local runner this process runs every job, so a run left queued or running in the database
+    died with an earlier server: it is marked as an error here (see `fail_interrupted`). With the celery runner
+    the workers run them, and `CeleryHub` only sends and streams.
+    """
+    settings = getattr(app.state, "settings", None)
+    runner = getattr(app.state, "runner", None)
+    if settings is not None and settings.runner == "celery":
+        # jobs run on the worker tier and outlive this process; leases and the sweeper finish them
+        hub = CeleryHub(app.state.db, runner)
+    else:
+        failed = await anyio.to_thread.run_sync(_fail_interrupted, app.state.db)
+        if failed:
+            log.warning("marked %d submission(s) left unfinished by an earlier server as errors", failed)
+        hub = LiveHub(app.state.db, runner)
+    app.state.live = hub
+    if settings is not None:
+        app.state.stream_slots = StreamSlots(per_submission=settings.streams_per_submission,
+                                             per_learner=settings.streams_per_learner)
+    try:
+        yield
+    finally:
+        await hub.close()
+
+
+def _fail_interrupted(db) -> int:
+    try:
+        with db.session(write=True) as session, session.begin():
+            return fail_interrupted(session)
+    except OperationalError as exc:  # not migrated yet: the site starts and says so (app.web.deps); nothing ran
+        log.warning("could not look for submissions left unfinished by an earlier server: %s", exc.orig)
+        return 0
+
+
+router = APIRouter(tags=["exercises"], lifespan=lifespan)
+
+
+# --- dependencies ---------------------------------------------------------------------------------------
+
+
+def get_exercise(slug: str, request: Request) -> Exercise:
+    """Return the exercise named in the path; 404 if the course has none by that slug."""
+    exercise = request.app.state.course.exercises.get(slug)
+    if exercise is None:
+        raise HTTPException(404, f"There is no exercise {slug!r}; the course has: "
+                                 f"{', '.join(sorted(request.app.state.course.exercises)) or 'none'}.")
+    return exercise
+
+
+def owned_submission(submission_id: str, request: Request, learner: LearnerId, user: OptionalUser) -> Submission:
+    """Return the submission if this visitor may read it (their own, or any for an instructor); else 404."""
+    with request.app.state.db.session() as session:
+        submission = progress.get_submission(session, submission_id)
+    if submission is None or (submission.learner_id != learner and not (user and user.is_instructor)):
+        raise HTTPException(404, f"No submission {submission_id} of yours: it does not exist or belongs to "
+                                 "another learner.")
+    return submission
+
+
+ExerciseDep = Annotated[Exercise, Depends(get_exercise)]
+OwnedSubmission = Annotated[Submission, Depends(owned_submission)]
+
+
+async def stream_slot(submission: OwnedSubmission, learner: LearnerId, request: Request):
+    """Hold one of the learner's event-stream slots while the stream is open; 429 past the caps."""
+    slots: StreamSlots | None = getattr(request.app.state, "stream_slots", None)
+    if slots is None:
+        yield
+        return
+    with slots.hold(learner, submission.id):
+        yield
+
+NO_EXERCISE = {404: {"description": "No such exercise"}}
+NOT_YOURS = {404: {"description": "No such submission, or another learner's"}}
+SubmissionRateLimits = per_person_limits("submission", "submissions")
+
+
+async def read_code(request: Request) -> str:
+    """Read the JSON body {"code": str}; 413 if too large, 400 if not UTF-8 or not JSON, 422 without a code.
+
+    The body is read up to a cap derived from the source limit, so a huge body is refused without being held;
+    the code it carries is then checked against the limit itself (check_code, the one statement of that rule).
+    """
+    source_bytes = request.app.state.settings.sandbox_source_bytes
+    cap = source_bytes * BODY_PER_SOURCE_BYTE + BODY_ENVELOPE_BYTES
+    too_large = Refused(413, f"The code is over the limit of {source_bytes / 1024:.0f} KiB; shorten it and run again.")
+    if int(request.headers.get("content-length") or 0) > cap:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise too_large
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise Refused(400, f"The code is not valid UTF-8 text (byte {exc.start} of the request); save it as "
+                           "UTF-8 and run again.") from None
+    except json.JSONDecodeError as exc:
+        raise Refused(400, f"The request body is not JSON ({exc.msg}); send {{\"code\": \"...\"}}.") from None
+    except RecursionError:  # the parser recurses per level: "[" * 300000 is valid-looking and bottomless
+        raise Refused(400, 'The request body nests JSON too deep to read; send one flat object: {"code": "..."}.') \
+            from None
+    if not isinstance(data, dict) or not isinstance(data.get("code"), str):
+        raise HTTPException(422, 'Send a JSON object with the program as a string: {"code": "..."}.')
+    check_code(data["code"], source_bytes=source_bytes)
+    return data["code"]
+
+
+# --- routes ---------------------------------------------------------------------------------------------
+
+# read_code's own 422 is one sentence, not FastAPI's list of validation errors
+DETAIL_TEXT = {"application/json": {"schema": {"type": "object", "required": ["detail"],
+                                               "properties": {"detail": {"type": "string"}}}}}
+SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}}}}}
+
+
+@router.post("/api/exercises/{slug}/submissions", status_code=202, dependencies=SubmissionRateLimits,
+             openapi_extra=SUBMIT_BODY, responses={
+                 400: {"description": "Not UTF-8 text, or not JSON"}, 404: {"description": "No such exercise"},
+                 413: {"description": "Code over the source limit"},
+                 422: {"description": "Not a JSON object with a string `code`", "content": DETAIL_TEXT},
+                 429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"},
+                 503: {"description": "The job queue (worker tier) is unreachable (see Retry-After)"}})
+async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
+    """Grade the code in the background; return its id at once. Follow it at /api/submissions/{id}/events."""
+    hub: LiveHub = request.app.state.live
+    if hub.runner is None:
+        raise HTTPException(503, "The sandbox runner is not running; the operator should check `course doctor`.")
+    submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=await read_code(request))
+    return {"id": submission_id, "url": f"/api/submissions/{submission_id}",
+            "events": f"/api/submissions/{submission_id}/events"}
+
+
+@router.get("/api/exercises/{slug}/submissions", responses=NO_EXERCISE)
+def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep, user: OptionalUser) -> dict:
+    """Return this learner's attempts (newest first), their last code, and the solution once it is earned.
+
+    `learner_key` names this learner's drafts and hint progress in the browser's storage (not the learner id
+    itself); `signed_in` says whether an account is signed in.
+    """
+    return {**exercise_state(session, learner_id=learner, exercise=exercise), "learner_key": learner_key(learner),
+            "signed_in": user is not None}
+
+
+@router.get("/api/submissions/{submission_id}", responses=NOT_YOURS)
+def get_submission(submission: OwnedSubmission) -> dict:
+    """Return the submission's Verdict JSON (status "queued"/"running" until it is done), code and timings."""
+    return verdict_json(submission)
+
+
+@router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse,
+            dependencies=[Depends(stream_slot)],
+            responses={**NOT_YOURS, 429: {"description": "Too many open event streams (see Retry-After)"}})
+async def submission_events(submission: OwnedSubmission, request: Request) -> AsyncIterable[ServerSentEvent]:
+    """Stream the run: `output` events ({"stream", "line"}) in order from the first, then one `verdict`.
+
+    A late subscriber gets every event from the start; a reconnecting EventSource (Last-Event-ID) gets the rest.
+    On the worker tier a `restart` event ({"attempt", "message"}) says the run started over on another worker.
+    """
+    hub: LiveHub = request.app.state.live
+    async for event_id, kind, data in hub.events(submission.id, after=request.headers.get("last-event-id")):
+        yield ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
+
+
+# --- without JavaScript: a plain form post, and the panel's state rendered on the server -----------------
+
+
+@router.post("/exercises/{slug}/run", dependencies=SubmissionRateLimits, include_in_schema=False)
+async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
+    """Grade the form's code, wait for the verdict, and go back to the lesson, where the panel shows it."""
+    hub: LiveHub = request.app.state.live
+    code = (await request.form()).get("code")
+    try:
+        if not isinstance(code, str) or hub.runner is None:
+            raise Refused(400, "Send the code in the form's `code` field." if hub.runner else
+                          "The sandbox runner is not running.")
+        code = code.replace("\r\n", "\n")  # browsers send textarea lines with CRLF
+        check_code(code, source_bytes=request.app.state.settings.sandbox_source_bytes)
+        submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code)
+    except Refused as exc:
+        return _form_refusal(request, exercise, exc.status_code, exc.message)
+    except Busy as exc:
+        return _form_refusal(request, exercise, 429, f"The course is busy; go back and run again in "
+                                                     f"{exc.retry_after} s.", {"Retry-After": str(exc.retry_after)})
+    except Unavailable as exc:
+        return _form_refusal(request, exercise, 503, f"The course cannot take code right now: {exc.why}. Go back "
+                                                     f"and run again in {exc.retry_after} s.",
+                             {"Retry-After": str(exc.retry_after)})
+    async for _id, kind, _data in hub.events(submission_id):
+        if kind == "verdict":
+            break
+    return RedirectResponse(f"{_lesson_url(request, exercise)}#exercise-{exercise.slug}", status_code=303)
+
+
+def _lesson_url(request: Request, exercise: Exercise) -> str:
+    lesson = request.app.state.course.get(exercise.spec.lesson)
+    return lesson.url if lesson is not None else "/"
+
+
+def _form_refusal(request: Request, exercise: Exercise, status: int, message: str, headers=None) -> HTMLResponse:
+    back = html.escape(f"{_lesson_url(request, exercise)}#exercise-{exercise.slug}")
+    body = (f"<!doctype html><title>Not run</title><p>{html.escape(message)}</p>"
+            f'<p><a href="{back}">Back to the exercise</a></p>')
+    return HTMLResponse(body, status_code=status, headers=headers)
