@@ -13,6 +13,7 @@ from app.core.db import Database
 from app.learning import dashboard, progress
 from app.models import Submission
 from app.submissions import history as verdicts
+from app.submissions.finish import finish
 from tests.helpers import make_settings, small_course
 
 EXERCISE = "demo"
@@ -37,7 +38,7 @@ def fill(db: Database, learners: int) -> None:
                 runs.append(verdict("error", stderr="The sandbox process was killed from outside"))
             for k, result in enumerate(runs):
                 submission = progress.record_submission(session, learner_id=learner, exercise_slug=EXERCISE, code="")
-                progress.finish_submission(session, submission_id=submission.id, verdict=result)
+                finish(session, submission_id=submission.id, verdict=result)
                 submission.created_at = start + timedelta(minutes=n + 10 * k)
             progress.mark_lesson_read(session, learner_id=learner, lesson_slug="alpha")
 
@@ -174,7 +175,7 @@ def test_a_crash_in_any_rank_of_a_ddp_attempt_counts_as_its_exception(tmp_path, 
     db = Database(settings.database_url)
     with db.session(write=True) as session, session.begin():
         submission = progress.record_submission(session, learner_id="1" * 32, exercise_slug=EXERCISE, code="")
-        progress.finish_submission(session, submission_id=submission.id,
+        finish(session, submission_id=submission.id,
                                    verdict=verdict("failed", "runs", DDP_STDERR))
     with db.session(write=True) as session, session.begin():
         verdicts.summarise_new_runs(session)

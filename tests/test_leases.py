@@ -130,7 +130,10 @@ def test_lease_times_are_the_databases_clock_not_this_hosts(db, monkeypatch):
     from sqlalchemy import select
 
     behind = utcnow() - timedelta(seconds=60)
-    monkeypatch.setattr(leases, "utcnow", lambda: behind)  # anything in leases asking this host's clock
+    from app.submissions import finish
+
+    assert not hasattr(leases, "utcnow")  # leases never ask this host's clock ...
+    monkeypatch.setattr(finish, "utcnow", lambda: behind)  # ... and storing a verdict, which does, moves no lease
     sid = stored(db)
     step(db, leases.claim, submission_id=sid, attempt=1, worker="a", lease_s=LEASE_S)
     claimed = load(db, sid).heartbeat_at

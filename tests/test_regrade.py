@@ -27,6 +27,7 @@ from app.core.db import Database
 from app.grading import grade_submission
 from app.learning import progress
 from app.models import ExerciseProgress, Learner, Regrade, Submission, SubmissionVerdict
+from app.submissions.finish import finish
 from tests.helpers import TEST_PASSWORD, create_account, make_settings, with_csrf
 
 pytestmark = pytest.mark.slow
@@ -130,7 +131,7 @@ def _store(session, learner: str, programs: list[str], old_verdicts: dict[str, d
     for k, name in enumerate(programs, start=1):
         submission = progress.record_submission(session, learner_id=learner, exercise_slug=SLUG,
                                                 code=PROGRAMS[name].read_text())
-        progress.finish_submission(session, submission_id=submission.id, verdict=old_verdicts[name])
+        finish(session, submission_id=submission.id, verdict=old_verdicts[name])
         submission.created_at = day(k)
     first_pass = next((k for k, name in enumerate(programs, start=1) if OLD[name] == "passed"), None)
     row = session.get(ExerciseProgress, (learner, SLUG))

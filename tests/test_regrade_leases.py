@@ -12,6 +12,7 @@ from app.content.exercises import load_exercise
 from app.core.db import Database
 from app.models import Regrade
 from app.submissions import regrade
+from app.submissions.finish import finish
 from app.submissions.leases import db_clock
 
 pytestmark = [pytest.mark.both_databases]
@@ -75,7 +76,7 @@ def test_course_regrade_resumes_a_regrade_whose_process_died(db, settings):
         for learner in ("ann", "ben"):
             submission = progress.record_submission(session, learner_id=learner, exercise_slug="same-device",
                                                     code=solution)
-            progress.finish_submission(session, submission_id=submission.id, verdict={
+            finish(session, submission_id=submission.id, verdict={
                 "exercise": "same-device", "status": "passed", "checks": [], "stdout": "", "stderr": "",
                 "duration_ms": 1, "device": "cpu"})
     regrade_id, _resumed, _holder = step(db, start, holder="killed-web")

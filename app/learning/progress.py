@@ -1,10 +1,11 @@
 """Progress: lessons read, exercise attempts and passes, stored submissions, and merging an anonymous learner
 into an account. Every function takes the session as a keyword and leaves committing to the caller.
 
-Issue 6 (live exercises) calls, in order: `record_submission` when a learner submits code (counts one
-attempt), `start_submission` when the sandbox picks it up, `finish_submission` with the Verdict JSON when
-grading ends (a passed verdict calls `mark_exercise_passed`). `latest_submission` restores a learner's last
-code and `list_submissions` gives the attempts history.
+A submission's life (app/submissions/) calls `record_submission` when a learner submits code (counts one
+attempt) and `start_submission` when the sandbox picks it up; when grading ends, `finish()` stores the verdict
+and its progress hook (app/submissions/hooks.py) touches the learner and, for a pass, calls
+`mark_exercise_passed`, the one function that marks an exercise passed. `latest_submission` restores a learner's
+last code and `list_submissions` gives the attempts history.
 """
 
 from __future__ import annotations
@@ -93,58 +94,26 @@ def start_submission(session: Session, *, submission_id: str) -> Submission | No
     return submission
 
 
-def finish_submission(session: Session, *, submission_id: str, verdict: dict[str, Any]) -> Submission | None:
-    """Store the final Verdict JSON (DESIGN.md) on a submission: status, verdict, finished_at, duration_ms.
+def mark_exercise_passed(session: Session, *, learner_id: str, exercise_slug: str, at: datetime) -> bool:
+    """Mark an exercise passed at `at`; return True if it was not passed before. The only writer of a pass.
 
-    A "passed" verdict marks the exercise passed for the submission's learner. Finishing twice changes
-    nothing the second time. Return the submission (None if unknown).
+    An earlier pass wins (a regrade dates its pass by the code it passed, which may be older than a pass the
+    learner has; a run's pass is now, later than any before it). The learner's last activity is not touched:
+    the caller decides whether the learner did something now (app/submissions/hooks.py).
     """
-    submission = session.get(Submission, submission_id)
-    if submission is None or submission.finished:
-        return submission
-    status = verdict.get("status")
-    if status not in FINAL_STATUSES:
-        raise ValueError(f"verdict status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
-    now = utcnow()
-    submission.status = status
-    submission.verdict = verdict
-    submission.finished_at = now
-    duration = verdict.get("duration_ms")
-    submission.duration_ms = int(duration) if duration is not None else None
-    touch(session, submission.learner_id, now)
-    if status == "passed":
-        mark_exercise_passed(
-            session, learner_id=submission.learner_id, exercise_slug=submission.exercise_slug, at=now
-        )
-    return submission
-
-
-def mark_exercise_passed(
-    session: Session, *, learner_id: str, exercise_slug: str, at: datetime | None = None
-) -> bool:
-    """Mark an exercise passed (keeping the first pass time); return True if it was not passed before."""
-    at = at or utcnow()
-    touch(session, learner_id, at)
-    row = _exercise_row(session, learner_id, exercise_slug)
-    if row.passed_at is not None:
-        return False
-    row.passed_at = at
-    row.attempts = row.attempts or 0
-    session.flush()
-    return True
-
-
-def grant_regraded_pass(session: Session, *, learner_id: str, exercise_slug: str, submitted_at: datetime) -> bool:
-    """Mark an exercise passed because a regrade passed code the learner submitted at `submitted_at`; return True
-    if it was not passed before. The pass is dated by the earliest code known to pass (so the order in which a
-    regrade finishes does not matter); the learner's last activity is left alone (they did nothing now)."""
     ensure_learner(session, learner_id)
     row = _exercise_row(session, learner_id, exercise_slug)
     first = row.passed_at is None
-    row.passed_at = submitted_at if first else min(row.passed_at, submitted_at)
+    row.passed_at = at if first else min(row.passed_at, at)
     row.attempts = row.attempts or 0
     session.flush()
     return first
+
+
+def has_passed(session: Session, *, learner_id: str, exercise_slug: str) -> bool:
+    """Say whether the learner has passed the exercise."""
+    row = session.get(ExerciseProgress, (learner_id, exercise_slug))
+    return row is not None and row.passed_at is not None
 
 
 def get_submission(session: Session, submission_id: str) -> Submission | None:

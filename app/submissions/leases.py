@@ -8,8 +8,9 @@ the job message carries it.
 
 A submission's life on the tier: the web stores it "queued" (heartbeat_at None), sends the job and calls
 `mark_enqueued`; a worker `claim`s it ("running", its name, a heartbeat), renews the lease with `heartbeat`
-while it runs, and stores the verdict with `finish_attempt`. `sweep` finds runs whose worker went quiet (or
-that were never queued) and says which to queue again; after `max_attempts` runs it stores an error instead.
+while it runs, and stores the verdict with `finish_attempt` (`finish()`, guarded by the lease). `sweep` finds
+runs whose worker went quiet (or that were never queued) and says which to queue again; after `max_attempts`
+runs it stores an error instead.
 Every function takes the session as a keyword and leaves committing to the caller.
 
 Lease times (claims, heartbeats, the sweep's "stale") are the database's clock, `db_clock()`, evaluated by the
@@ -28,8 +29,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement, literal
 
-from app.learning import progress
-from app.models import FINAL_STATUSES, Submission, UTCDateTime, utcnow
+from app.models import Submission, UTCDateTime
+from app.submissions.finish import error_verdict, finish
 
 REPEATED_FAILURE = ("This run was started {n} times and each time the machine running it stopped (not your "
                     "code's fault, unless it uses far more memory than the exercise needs); run it again.")
@@ -62,12 +63,6 @@ def _sqlite_clock(element, compiler, **kw) -> str:
 def _clock(now: datetime | None, offset_s: float = 0.0) -> ColumnElement | datetime:
     """Return the database's clock offset by offset_s seconds, or a test's `now` offset likewise."""
     return db_clock(offset_s) if now is None else now + timedelta(seconds=offset_s)
-
-
-def error_verdict(exercise_slug: str, message: str) -> dict:
-    """Return the Verdict JSON for a run the site itself failed (not the learner's fault)."""
-    return {"exercise": exercise_slug, "status": "error", "checks": [], "stdout": "", "stderr": message,
-            "duration_ms": 0, "device": "cpu"}
 
 
 def _guarded(session: Session, *conditions, **values) -> bool:
@@ -104,28 +99,11 @@ def heartbeat(session: Session, *, worker: str, now: datetime | None = None) -> 
 
 def finish_attempt(session: Session, *, submission_id: str, attempt: int, worker: str,
                    verdict: dict[str, Any]) -> Submission | None:
-    """Store the verdict of the attempt `worker` holds; None if the lease was lost (nothing written)."""
-    return _finish(session, submission_id, verdict, Submission.attempt == attempt, Submission.status == "running",
-                   Submission.worker == worker)
-
-
-def _finish(session: Session, submission_id: str, verdict: dict[str, Any], *conditions) -> Submission | None:
-    status = verdict.get("status")
-    if status not in FINAL_STATUSES:
-        raise ValueError(f"verdict status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
-    now = utcnow()
-    duration = verdict.get("duration_ms")
-    stored = _guarded(session, Submission.id == submission_id, *conditions, status=status, verdict=verdict,
-                      finished_at=now, worker=None, duration_ms=int(duration) if duration is not None else None)
-    if not stored:
-        return None
-    submission = session.get(Submission, submission_id)
-    session.refresh(submission)  # the UPDATE bypassed the identity map
-    progress.touch(session, submission.learner_id, now)
-    if status == "passed":
-        progress.mark_exercise_passed(session, learner_id=submission.learner_id,
-                                      exercise_slug=submission.exercise_slug, at=now)
-    return submission
+    """Store the verdict of the attempt `worker` holds (finish(), guarded by the lease); None if the lease was
+    lost (nothing written)."""
+    stored = finish(session, submission_id=submission_id, verdict=verdict,
+                    guard=(Submission.attempt == attempt, Submission.status == "running", Submission.worker == worker))
+    return stored.submission if stored is not None else None
 
 
 @dataclass
@@ -159,7 +137,7 @@ def sweep(session: Session, *, lease_s: float, max_attempts: int, waiting: set[s
         guard = (Submission.attempt == row.attempt, Submission.status == row.status)
         if row.attempt >= max_attempts:
             verdict = error_verdict(row.exercise_slug, REPEATED_FAILURE.format(n=row.attempt))
-            if _finish(session, row.id, verdict, *guard):
+            if finish(session, submission_id=row.id, verdict=verdict, guard=guard):
                 result.failed.append(row.id)
         elif _guarded(session, Submission.id == row.id, *guard, attempt=row.attempt + 1, status="queued",
                       worker=None, heartbeat_at=None):
@@ -178,4 +156,4 @@ def task_id(submission_id: str, attempt: int) -> str:
 
 
 __all__ = ["db_clock", "task_id", "claim", "heartbeat", "finish_attempt", "mark_enqueued", "sweep", "Sweep",
-           "error_verdict", "REPEATED_FAILURE"]
+           "REPEATED_FAILURE"]

@@ -5,7 +5,7 @@ returns as soon as the runner has accepted the job (or refused it: `Busy`, which
 only an accepted job becomes a stored Submission row, so a full queue never costs the learner an attempt.
 While the job runs, every output line is appended to an in-memory `LiveRun`, which any number of subscribers
 replay from the start (a page that connects late still sees every line). When grading ends the verdict is
-stored (progress updated by `app.learning.progress.finish_submission`), pushed as the last event, and the LiveRun is
+stored (`app.submissions.finish.finish`, which updates progress too), pushed as the last event, and the LiveRun is
 kept a little longer for late subscribers; after that, events are rebuilt from the stored row.
 
 Database work runs in worker threads (`anyio.to_thread`): SQLite may wait in its busy timeout, and the event
@@ -32,7 +32,7 @@ from app.learning import progress
 from app.models import Submission
 from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
 from app.runner.batches import BATCH_S, Batch, OutputBatcher, parse_position, stored_batches
-from app.submissions.leases import error_verdict
+from app.submissions.finish import error_verdict, finish
 from app.submissions.views import (  # re-exported: the routes and the worker read submissions through here too
     SOLUTION_AFTER_FAILURES,
     attempt_summary,
@@ -243,8 +243,7 @@ class LiveHub:
             return  # refused before it ran; submit() answers 429 and nothing was stored
         except Exception:
             log.exception("grading %s failed", exercise.slug)
-            verdict = error_verdict(exercise.slug, "The grader failed on this run (not your code's fault); "
-                                                   "run again, and tell the course staff if it keeps happening.")
+            verdict = error_verdict(exercise.slug)
         finally:
             if not accepted.done():
                 accepted.set_result(None)  # the grader finished without queueing a job (e.g. refused it itself)
@@ -258,8 +257,9 @@ class LiveHub:
 
     def _finish(self, submission_id: str, verdict: dict) -> dict:
         with self.db.session(write=True) as session, session.begin():
-            submission = progress.finish_submission(session, submission_id=submission_id, verdict=verdict)
-            return verdict_json(submission)
+            stored = finish(session, submission_id=submission_id, verdict=verdict)
+            # None: it was finished already (the server stopping stored it as an error): send what is stored
+            return verdict_json(stored.submission if stored else progress.get_submission(session, submission_id))
 
     async def events(self, submission_id: str, *, after: str | None = None, poll_s: float = 0.25,
                      timeout_s: float = 120.0) -> AsyncIterator[tuple[str, str, dict]]:
@@ -314,8 +314,8 @@ class LiveHub:
     def _abandon(self, submission_id: str) -> None:
         with self.db.session(write=True) as session, session.begin():
             submission = progress.get_submission(session, submission_id)
-            if submission is not None and not submission.finished:
-                progress.finish_submission(session, submission_id=submission_id, verdict=error_verdict(
+            if submission is not None:
+                finish(session, submission_id=submission_id, verdict=error_verdict(
                     submission.exercise_slug, "The server stopped while this ran (not your code's fault); "
                                               "run it again."))
 
@@ -331,8 +331,8 @@ def fail_interrupted(session: Session) -> int:
     """
     unfinished = session.scalars(select(Submission).where(Submission.status.in_(("queued", "running")))).all()
     for submission in unfinished:
-        progress.finish_submission(session, submission_id=submission.id, verdict=error_verdict(
-            submission.exercise_slug, INTERRUPTED_MESSAGE))
+        finish(session, submission_id=submission.id, verdict=error_verdict(submission.exercise_slug,
+                                                                          INTERRUPTED_MESSAGE))
     return len(unfinished)
 
 

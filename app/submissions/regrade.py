@@ -41,9 +41,8 @@ from app.learning import progress
 from app.learning.dashboard import unsupported_passes
 from app.models import Regrade, Submission, SubmissionVerdict, utcnow
 from app.runner.base import Busy
-from app.submissions import history as verdicts
+from app.submissions.finish import GRADER_FAILED_IN_REGRADE, error_verdict, finish
 from app.submissions.leases import db_clock
-from app.submissions.live import error_verdict
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,6 @@ log = logging.getLogger(__name__)
 REGRADED_STATUSES = ("passed", "failed", "timeout", "error")
 # seconds to wait before offering a job again when the sandbox queue is full, at most
 BUSY_WAIT_MAX_S = 2.0
-GRADER_FAILED = "The grader failed on this submission during a regrade (checks.py raised); see the server log."
 
 
 # seconds a regrade's lease lasts without a heartbeat when the caller names none (COURSE_RUNNER_LEASE_S's default)
@@ -235,7 +233,7 @@ async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
         return verdict.model_dump(mode="json")
     except Exception:
         log.exception("regrading a submission of %s failed", exercise.slug)
-        return error_verdict(exercise.slug, GRADER_FAILED)
+        return error_verdict(exercise.slug, GRADER_FAILED_IN_REGRADE)
 
 
 def _submission_ids(db: Database, regrade_id: int) -> tuple[list[str], int]:
@@ -257,27 +255,28 @@ def _code(db: Database, submission_id: str) -> str:
 
 
 def _store(db: Database, regrade_id: int, submission_id: str, verdict: dict, holder: str | None = None) -> None:
-    """Append one verdict, apply the progress rule to its learner, and count it on the regrade (one commit);
-    raise LeaseLost, storing nothing, when `holder` no longer holds the regrade."""
+    """Store one verdict with finish() (appended to the submission's history; its progress hook applies the
+    progress rule) and count it on the regrade, in one commit; raise LeaseLost, storing nothing, when `holder`
+    no longer holds the regrade."""
     with db.session(write=True) as session, session.begin():
         if holder is not None and session.scalar(select(Regrade.id).where(_held(regrade_id, holder))
                                                  .with_for_update()) is None:
             raise LeaseLost(regrade_id)
         submission = session.get(Submission, submission_id)
-        before, row = verdicts.add_regrade_verdict(session, submission=submission, regrade_id=regrade_id,
-                                                   verdict=verdict)
+        had_passed = progress.has_passed(session, learner_id=submission.learner_id,
+                                         exercise_slug=submission.exercise_slug)
+        stored = finish(session, submission_id=submission_id, verdict=verdict, regrade_id=regrade_id)
+        status, before = stored.status, stored.before
         counts = {"done": Regrade.done + 1}
-        if row.status != before:
+        if status != before:
             counts["changed"] = Regrade.changed + 1
-        if row.status == "passed" and before != "passed":
+        if status == "passed" and before != "passed":
             counts["now_passing"] = Regrade.now_passing + 1
-        if before == "passed" and row.status != "passed":
+        if before == "passed" and status != "passed":
             counts["now_failing"] = Regrade.now_failing + 1
-        if row.status == "error":
+        if status == "error":
             counts["errors"] = Regrade.errors + 1
-        if row.status == "passed" and progress.grant_regraded_pass(
-                session, learner_id=submission.learner_id, exercise_slug=submission.exercise_slug,
-                submitted_at=submission.created_at):
+        if status == "passed" and not had_passed:  # finish()'s progress hook gave the pass
             counts["passes_added"] = Regrade.passes_added + 1
         session.execute(update(Regrade).where(Regrade.id == regrade_id).values(**counts))
 

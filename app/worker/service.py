@@ -35,6 +35,7 @@ from app.runner.celery_runner import (
 )
 from app.sandbox.job_limits import Limits
 from app.submissions import leases
+from app.submissions.finish import error_verdict
 from app.submissions.views import verdict_json
 
 log = logging.getLogger("course.worker")
@@ -217,8 +218,7 @@ class WorkerService:
             return verdict.model_dump(mode="json")
         except Exception:  # a grader or content bug is stored as an error, not retried forever
             log.exception("grading submission %s failed", submission_id)
-            return leases.error_verdict(slug, "The grader failed on this run (not your code's fault); run again, "
-                                              "and tell the course staff if it keeps happening.")
+            return error_verdict(slug)
         finally:
             self._held.pop(submission_id, None)
             await tracked.close()

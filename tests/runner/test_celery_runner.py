@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from app.harness.contract import host_for
 from app.runner import Job
 from app.runner.celery_runner import WORKER_PREFIX, job_message
+from app.submissions.finish import error_verdict
 from tests.helpers import make_settings, with_csrf
 
 CODE = {"code": "print('hi')\n"}
@@ -98,7 +99,7 @@ def test_the_events_of_a_job_nobody_ran_wait_and_a_stored_verdict_ends_them(tier
     with app.state.db.session(write=True) as session, session.begin():
         leases.claim(session, submission_id=submission_id, attempt=1, worker="w", lease_s=30)
         leases.finish_attempt(session, submission_id=submission_id, attempt=1, worker="w",
-                              verdict=leases.error_verdict("pick-device", "run it again"))
+                              verdict=error_verdict("pick-device", "run it again"))
     events = parse_sse(client.get(f"/api/submissions/{submission_id}/events").text)
     assert [kind for kind, _ in events] == ["output", "verdict"]  # the stored stderr line, then the verdict
     assert events[-1][1]["status"] == "error" and events[-1][1]["id"] == submission_id

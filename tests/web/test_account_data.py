@@ -13,7 +13,7 @@ from app.accounts.data import OMITTED
 from app.learning import progress
 from app.models import Base, Learner, User
 from app.submissions import history as verdicts
-from app.submissions.live import error_verdict
+from app.submissions.finish import error_verdict, finish
 from tests.helpers import TEST_PASSWORD
 
 pytestmark = pytest.mark.small_course  # two small lessons of its own (alpha, beta), not the course
@@ -68,7 +68,7 @@ def add_progress(app, learner_id: str, exercise: str) -> None:
         for n in range(2):
             sub = progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise,
                                              code=f"print({n})")  # fmt: skip
-            progress.finish_submission(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
+            finish(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
         verdicts.summarise_new_runs(session)  # what the dashboard does: each run's verdict enters its history
         session.commit()
 

@@ -11,7 +11,7 @@ from fastapi.routing import iter_route_contexts
 from app.accounts import password_reset
 from app.learning import progress
 from app.models import Regrade, User
-from app.submissions.live import error_verdict
+from app.submissions.finish import error_verdict, finish
 from app.web.middleware.headers import CSP, DOCS_CSP, HEADERS, HSTS_MAX_AGE_S, SVG_CSP
 from tests.helpers import make_settings
 
@@ -33,7 +33,7 @@ def visitor(app, signed_in_client):
     with app.state.db.session(write=True) as session:
         user = session.get(User, browser.user["id"])
         sub = progress.record_submission(session, learner_id=user.learner_id, exercise_slug=exercise, code="print(1)")
-        progress.finish_submission(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
+        finish(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
         token = password_reset.issue_token(session, user=user, ttl_s=600)
         regrade = Regrade(exercise_slug=exercise, requested_by=user.id, status="finished")
         session.add(regrade)

@@ -6,6 +6,7 @@ import pytest
 
 from app.learning import progress
 from app.models import ExerciseProgress, Learner, LessonRead, Submission
+from app.submissions.finish import finish
 
 pytestmark = [pytest.mark.small_course, pytest.mark.both_databases]  # two small lessons of its own
 
@@ -22,7 +23,7 @@ def submit(app, learner_id, slug="same-device", verdict=VERDICT_FAILED):
         session.commit()
     with app.state.db.session(write=True) as session:
         progress.start_submission(session, submission_id=sub.id)
-        progress.finish_submission(session, submission_id=sub.id, verdict=verdict)
+        finish(session, submission_id=sub.id, verdict=verdict)
         session.commit()
     return sub.id
 
@@ -60,9 +61,10 @@ def test_finishing_twice_changes_nothing(app, client):
     learner = client.get("/api/me").json()["learner_id"]
     sub_id = submit(app, learner, verdict=VERDICT_FAILED)
     with app.state.db.session(write=True) as session:
-        again = progress.finish_submission(session, submission_id=sub_id, verdict=VERDICT_PASSED)
+        again = finish(session, submission_id=sub_id, verdict=VERDICT_PASSED)
         session.commit()
-        assert again.status == "failed"
+        assert again is None  # nothing stored
+        assert progress.get_submission(session, sub_id).status == "failed"
     assert client.get("/api/progress").json()["exercises"]["same-device"]["passed"] is False
 
 
@@ -70,7 +72,7 @@ def test_a_verdict_with_an_unknown_status_is_refused(app):
     with app.state.db.session(write=True) as session:
         sub = progress.record_submission(session, learner_id="a" * 32, exercise_slug="x", code="")
         with pytest.raises(ValueError, match="verdict status"):
-            progress.finish_submission(session, submission_id=sub.id, verdict={"status": "queued"})
+            finish(session, submission_id=sub.id, verdict={"status": "queued"})
 
 
 def test_anonymous_progress_merges_on_sign_up(app, client):

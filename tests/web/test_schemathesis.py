@@ -30,7 +30,7 @@ from app.core.config import Settings
 from app.learning import progress
 from app.main import create_app
 from app.models import User, UserSession
-from app.submissions.live import error_verdict
+from app.submissions.finish import error_verdict, finish
 from app.web.routes.comments import MAX_ID
 from tests.helpers import TEST_PASSWORD, create_account, make_settings
 
@@ -136,7 +136,7 @@ def seed(app, user: User) -> None:
         subs = [progress.record_submission(session, learner_id=learner, exercise_slug=exercise, code="print(1)")
                 for learner in (user.learner_id, "another-learner")]  # fmt: skip
         for sub in subs:
-            progress.finish_submission(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
+            finish(session, submission_id=sub.id, verdict=error_verdict(exercise, "seeded"))
         session.commit()
         EXISTING.update(lesson=[each.slug for each in app.state.course.lessons],
                         exercise=sorted(app.state.course.exercises), comment=ids,

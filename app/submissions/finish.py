@@ -1,0 +1,104 @@
+"""Store a verdict: the one writer of how a submission's run ended, however it ended.
+
+Every verdict is stored by `finish()` and nowhere else: a live run on the embedded runner (LiveHub), a run on
+the worker tier (its lease guards the write), a run the sweeper gives up on, runs an earlier server left
+unfinished, and a regrade. A run's verdict goes on the submission's row; a regrade's is appended to the
+submission's history (`app.submissions.history`), so the verdict the learner saw is never overwritten. A run's
+own verdict enters the history lazily, as revision 0 (`history.summarise_new_runs`, before the dashboard reads).
+
+After the write, in the same transaction, every after-verdict hook runs (app/submissions/hooks.py): the
+learner's progress is one, and an LMS grade passback hangs there too.
+
+The error verdict of a run the site broke (not the learner's fault) is composed here too, once: `error_verdict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from app.models import FINAL_STATUSES, Submission, utcnow
+from app.submissions import history, hooks
+
+# the learner reads it: the run broke on our side, and what to do about it
+GRADER_FAILED = ("The grader failed on this run (not your code's fault); run again, and tell the course staff if "
+                 "it keeps happening.")
+# a regrade's error is read by the instructor, beside the server's log
+GRADER_FAILED_IN_REGRADE = ("The grader failed on this submission during a regrade (checks.py raised); see the "
+                            "server log.")
+UNFINISHED = ("queued", "running")
+
+
+def error_verdict(exercise_slug: str, message: str = GRADER_FAILED) -> dict:
+    """Return the Verdict JSON for a run the site itself failed (not the learner's fault)."""
+    return {"exercise": exercise_slug, "status": "error", "checks": [], "stdout": "", "stderr": message,
+            "duration_ms": 0, "device": "cpu"}
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A verdict finish() stored, as the after-verdict hooks and the caller see it."""
+
+    submission: Submission
+    verdict: dict[str, Any]
+    at: datetime  # when it was stored
+    regrade_id: int | None = None  # the regrade that produced it; None: the run's own verdict
+    before: str | None = None  # the submission's current status before a regrade's verdict; None for a run
+
+    @property
+    def status(self) -> str:
+        return self.verdict["status"]
+
+
+def finish(session: Session, *, submission_id: str, verdict: dict[str, Any], guard: tuple = (),
+           regrade_id: int | None = None) -> Stored | None:  # fmt: skip
+    """Store a verdict and run the after-verdict hooks; return what was stored, or None when nothing was.
+
+    A run's verdict is stored on an unfinished submission only (finishing twice changes nothing the second
+    time); `guard` adds conditions on the row (a worker's lease: attempt, status, worker). With `regrade_id`,
+    the verdict is that regrade's, appended to the finished submission's history. A verdict whose status is not
+    final is refused (ValueError): it is a bug, not a run.
+    """
+    status = verdict.get("status")
+    if status not in FINAL_STATUSES:
+        raise ValueError(f"verdict status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
+    now = utcnow()
+    if regrade_id is not None:
+        stored = _append_regrade(session, submission_id, verdict, regrade_id, now)
+    else:
+        stored = _store_run(session, submission_id, verdict, guard, now)
+    if stored is not None:
+        hooks.after_verdict(session, stored)
+    return stored
+
+
+def _store_run(session: Session, submission_id: str, verdict: dict[str, Any], guard: tuple,
+               now: datetime) -> Stored | None:  # fmt: skip
+    duration = verdict.get("duration_ms")
+    # a guarded UPDATE changes one row or none: whoever changed none (finished already, a lease lost) stops
+    result = session.execute(
+        update(Submission).where(Submission.id == submission_id, Submission.status.in_(UNFINISHED), *guard)
+        .values(status=verdict["status"], verdict=verdict, finished_at=now, worker=None,
+                duration_ms=int(duration) if duration is not None else None),
+        execution_options={"synchronize_session": False})
+    if result.rowcount != 1:
+        return None
+    submission = session.get(Submission, submission_id)
+    session.refresh(submission)  # the UPDATE bypassed the identity map
+    return Stored(submission=submission, verdict=verdict, at=now)
+
+
+def _append_regrade(session: Session, submission_id: str, verdict: dict[str, Any], regrade_id: int,
+                    now: datetime) -> Stored | None:  # fmt: skip
+    submission = session.get(Submission, submission_id)
+    if submission is None:
+        return None
+    before, _ = history.add_regrade_verdict(session, submission=submission, regrade_id=regrade_id, verdict=verdict)
+    return Stored(submission=submission, verdict=verdict, at=now, regrade_id=regrade_id, before=before)
+
+
+__all__ = ["finish", "Stored", "error_verdict", "GRADER_FAILED", "GRADER_FAILED_IN_REGRADE"]
