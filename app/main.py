@@ -1,16 +1,32 @@
-"""Build the FastAPI application from one Settings object: the whole wiring of the site is in this file."""
+"""Build the FastAPI application from one Settings object: the whole wiring of the site is in this file.
+
+It is also the one backend switch: COURSE_RUNNER names a row of BACKENDS, which gives the runner (who runs the
+jobs) and the submissions hub that goes with it (who grades and stores: app/submissions/hub.py). Nothing else
+asks which runner is in force; the CLI, `course check` and the tests get theirs from `open_runner` here. A new
+runner backend is one more row.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI
+from sqlalchemy.exc import OperationalError
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 
 from app.core.config import Settings, get_settings
 from app.core.db import Database
-from app.runner import make_runner
+from app.runner.base import Runner
+from app.runner.local import LocalRunner
+from app.submissions import regrade
+from app.submissions.hub import Hub
+from app.submissions.live import LiveHub, fail_interrupted
+from app.submissions.tier_hub import CeleryHub
 from app.web import errors
 from app.web.deps import make_limiter, open_database, require_csrf
 from app.web.middleware import page_cache
@@ -34,6 +50,71 @@ from app.web.routes import (
 )
 from app.web.static import PublicStaticFiles
 from app.web.templating import make_templates
+
+log = logging.getLogger(__name__)
+
+
+def _celery_runner(settings, **options) -> Runner:
+    from app.runner.celery_runner import CeleryRunner  # Celery and kombu load only where they are used
+
+    return CeleryRunner(settings, **options)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A runner and the hub that goes with it."""
+
+    runner: Callable[..., Runner]  # (settings, **options) -> a runner, not started
+    hub: Callable[[Database, Runner], Hub]
+    # True: this process runs every job and regrade, so whatever the database says is still running died with an
+    # earlier server and is settled at start-up (with several processes sharing the database, that would fail
+    # the runs of busy ones: the worker tier's leases and sweeper settle them instead)
+    single_process: bool
+
+
+BACKENDS: dict[str, Backend] = {
+    "local": Backend(runner=LocalRunner, hub=LiveHub, single_process=True),
+    "celery": Backend(runner=_celery_runner, hub=CeleryHub, single_process=False),
+}
+
+
+def backend(settings) -> Backend:
+    """The backend COURSE_RUNNER names."""
+    try:
+        return BACKENDS[settings.runner]
+    except KeyError:
+        raise ValueError(f"COURSE_RUNNER={settings.runner!r} is not a runner; use one of "
+                         f"{', '.join(map(repr, BACKENDS))}") from None
+
+
+def make_runner(settings, **options) -> Runner:
+    """Return the runner COURSE_RUNNER names, not started; `options` go to its constructor (tests, benchmarks)."""
+    return backend(settings).runner(settings, **options)
+
+
+@asynccontextmanager
+async def open_runner(settings, **options) -> AsyncIterator[Runner]:
+    """Start the configured runner for the duration of a block, and stop it however the block ends."""
+    runner = make_runner(settings, **options)
+    await runner.start()
+    try:
+        yield runner
+    finally:
+        await runner.stop()
+
+
+def settle_unfinished(db: Database) -> None:
+    """Store the runs an earlier server left queued or running as errors, and mark its regrades interrupted."""
+    try:
+        with db.session(write=True) as session, session.begin():
+            failed = fail_interrupted(session)
+            regrade.interrupt_running(session)
+    except OperationalError as exc:  # not migrated yet: the site starts and says so (app.web.deps); nothing ran
+        log.warning("could not look for runs left unfinished by an earlier server: %s", exc.orig)
+        return
+    if failed:
+        log.warning("marked %d submission(s) left unfinished by an earlier server as errors", failed)
+
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
            exercises.router, instructor.router, moderation.router, openapi_pages.router, downloads.router)
@@ -73,16 +154,24 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     course = lessons.load_site_course(settings)
     db = open_database(settings)
 
+    chosen = backend(settings)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        # Start-up: things that need the event loop (the sandbox runner) are started here and stopped after.
-        app.state.runner = make_runner(settings)
+        # Start-up: things that need the event loop (the sandbox runner, its hub) are started here, stopped after.
+        if chosen.single_process:
+            await anyio.to_thread.run_sync(settle_unfinished, db)
+        app.state.runner = chosen.runner(settings)
         await app.state.runner.start()
+        app.state.live = chosen.hub(db, app.state.runner)
         try:
             async with lessons.content_watcher(app, settings, watch_content):
                 yield
         finally:
-            await app.state.runner.stop()
+            try:
+                await app.state.live.close()
+            finally:
+                await app.state.runner.stop()
 
     # docs_url/redoc_url None: openapi_pages serves both without a CDN or inline script; redirect_slashes False:
     # Starlette's redirect is absolute, built from the Host header; the 404 handler redirects relatively instead

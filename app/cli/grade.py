@@ -30,8 +30,8 @@ def find_exercise(slug: str, exercises_dir: Path):
 
 def grade_file(slug: str, code: str, settings, on_output=None):
     """Grade code against one exercise on a runner started for it; return the Verdict."""
-    from app.grading import grade_submission
-    from app.runner import open_runner
+    from app.grading.grader import grade_submission
+    from app.main import open_runner
 
     exercise = find_exercise(slug, Path(settings.exercises_dir))
 

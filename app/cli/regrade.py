@@ -32,7 +32,7 @@ def _start(db: Database, exercise, since: datetime | None, holder: str, lease_s:
 
 
 def _run(db: Database, settings, exercise, row, bar, holder: str) -> object:
-    from app.runner import open_runner
+    from app.main import open_runner
 
     async def main():
         async with open_runner(settings) as runner:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ from app.harness.machine.machines import MachineError
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
         nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
-    from app.runner import Job, run_job_sync
+    from app.runner import Job
 
     raw = file.read_bytes()
     try:
@@ -65,7 +66,7 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
         raise click.UsageError(str(exc)) from None
     named = {"torchrun": None, "accelerate": "accelerate-cpu" if accelerate_cpu else "accelerate"}[launcher]
     job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes, launcher=named)
-    result = run_job_sync(job, settings, on_output=None if as_json else echo_output)
+    result = asyncio.run(_run(job, settings, on_output=None if as_json else echo_output))
     if as_json:
         click.echo(json.dumps(result.summary()))
     elif result.status not in ("ok", "failed"):
@@ -75,3 +76,12 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
     if result.status == "failed" and result.exit_code:
         sys.exit(result.exit_code)
     sys.exit(1 if result.signal is None or result.status != "failed" else 128 + result.signal)
+
+
+async def _run(job, settings, on_output):
+    """Run one job on a runner started for it, then stopped."""
+    from app.main import open_runner
+    from app.runner import run_job
+
+    async with open_runner(settings) as runner:
+        return await run_job(runner, job, on_output)

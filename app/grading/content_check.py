@@ -15,7 +15,7 @@ from pathlib import Path
 from app.content.exercises import Exercise, read_exercises
 from app.content.schema import ContentError
 from app.grading.grader import checks_module, grade_submission
-from app.runner import Runner, open_runner
+from app.runner import Runner
 
 # the course's content standard (issue 5): three hint levels, at least one known-wrong answer
 MIN_HINTS = 3
@@ -78,6 +78,8 @@ async def grade_errors(exercise: Exercise, runner: Runner) -> list[ContentError]
 
 
 async def _grade_all(exercises: list[Exercise], settings) -> list[ContentError]:
+    from app.main import open_runner  # the runner COURSE_RUNNER names (imported late: it is the whole site)
+
     async with open_runner(settings) as runner:
         return [error for exercise in exercises for error in await grade_errors(exercise, runner)]
 

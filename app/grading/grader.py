@@ -13,6 +13,7 @@ import importlib.util
 import secrets
 import signal
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,7 @@ from app.grading.paths import scrub, verdict_for_learner
 from app.grading.placement_map import placement_map
 from app.grading.verdict import CheckResult, Verdict
 from app.harness.contract import job_host
-from app.runner.base import Busy, Job, OnOutput, OutputEvent, Rejected, Result, Runner
-from app.runner.factory import emit
+from app.runner.base import Busy, Job, JobHandle, OnOutput, OutputEvent, Rejected, Result, Runner, emit
 
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
 # A SIGKILL with no limit named and no report came from outside the job: inside its pid namespace the job is
@@ -132,23 +132,58 @@ def _join(*parts: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
-async def grade_submission(exercise: Exercise, code: str, runner: Runner,
-                           on_output: OnOutput | None = None) -> Verdict:  # fmt: skip
-    """Grade one submission and return its verdict; on_output gets each OutputEvent (a line) as it comes."""
-    job, nonce = build_job(exercise, code, limits=exercise_limits(exercise, getattr(runner, "limits", None)))
-    started = time.perf_counter()
-    try:
-        handle = await runner.submit(job)
-    except Busy as exc:
-        return Verdict(exercise=exercise.slug, status="rejected", stderr=f"The course is busy; retry in "
-                                                                          f"{exc.retry_after} s.")
-    except Rejected as exc:
-        return Verdict(exercise=exercise.slug, status="rejected", stderr=exc.message)
+@dataclass
+class Grading:
+    """One submission made ready for the sandbox: the job its caller submits, and what judging its result needs.
+
+    Grading builds the job and evaluates its result; submitting is the caller's (the live hub, the worker, a
+    regrade, the CLI), each with its own way to wait for room on the queue and to follow the job.
+    """
+
+    exercise: Exercise
+    code: str
+    job: Job
+    nonce: str  # the key the harness's report must echo (app/harness/channel.py)
+    started: float = field(default_factory=time.perf_counter)
+
+    def verdict(self, result: Result) -> Verdict:
+        """The verdict on the job's result, as a learner may read it (no server paths)."""
+        verdict = evaluate(self.exercise, result, self.nonce, self.code)
+        if not verdict.duration_ms:
+            verdict.duration_ms = round((time.perf_counter() - self.started) * 1000)
+        return Verdict.model_validate(verdict_for_learner(verdict.model_dump()))
+
+
+def prepare(exercise: Exercise, code: str, *, limits=None) -> Grading:
+    """Build the sandbox job for a submission; `limits` are the runner's, which the exercise may tighten."""
+    job, nonce = build_job(exercise, code, limits=exercise_limits(exercise, limits))
+    return Grading(exercise=exercise, code=code, job=job, nonce=nonce)
+
+
+def refused(exercise: Exercise, exc: Busy | Rejected) -> Verdict:
+    """The verdict on a job the runner would not take: the queue was full (Busy) or the source was refused."""
+    if isinstance(exc, Busy):
+        return Verdict(exercise=exercise.slug, status="rejected",
+                       stderr=f"The course is busy; retry in {exc.retry_after} s.")
+    return Verdict(exercise=exercise.slug, status="rejected", stderr=exc.message)
+
+
+async def follow(handle: JobHandle, on_output: OnOutput | None = None) -> Result:
+    """Pass a submitted job's output lines (server paths scrubbed) to on_output as they come; return its result."""
     async for event in handle.events():
         if isinstance(event, OutputEvent) and on_output is not None:
             await emit(on_output, OutputEvent(event.stream, scrub(event.line)))
-    result = await handle.result()
-    verdict = evaluate(exercise, result, nonce, code)
-    if not verdict.duration_ms:
-        verdict.duration_ms = round((time.perf_counter() - started) * 1000)
-    return Verdict.model_validate(verdict_for_learner(verdict.model_dump()))
+    return await handle.result()
+
+
+async def grade_submission(exercise: Exercise, code: str, runner: Runner,
+                           on_output: OnOutput | None = None) -> Verdict:  # fmt: skip
+    """Grade one submission on a runner and return its verdict; on_output gets each OutputEvent (a line) as it
+    comes. For callers that only wait for the verdict (`course grade`, `course check`); a full queue or refused
+    source is a "rejected" verdict."""
+    grading = prepare(exercise, code, limits=runner.limits)
+    try:
+        handle = await runner.submit(grading.job)
+    except (Busy, Rejected) as exc:
+        return refused(exercise, exc)
+    return grading.verdict(await follow(handle, on_output))

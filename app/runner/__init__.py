@@ -1,5 +1,7 @@
-"""Run learner code: the job interface (base.py), its embedded implementation (local.py), and the one way to get
-a runner (factory.py: `make_runner`, `open_runner`), plus a blocking facade for callers without an event loop."""
+"""Run learner code: the job interface (base.py), its embedded implementation (local.py), the worker tier's
+(celery_runner.py), and a blocking facade for callers without an event loop (blocking.py). Which runner a
+deployment uses is app/main.py's choice (`make_runner`, `open_runner`), made there with the hub that goes
+with it."""
 
 from __future__ import annotations
 
@@ -14,11 +16,10 @@ from app.runner.base import (
     Rejected,
     Result,
     Runner,
+    run_job,
 )
 from app.runner.blocking import BlockingRunner
-from app.runner.factory import make_runner, open_runner, run_job, run_job_sync
 from app.runner.local import LocalJobHandle, LocalRunner
 
 __all__ = ["BlockingRunner", "Busy", "DoneEvent", "Event", "Job", "JobHandle", "LocalJobHandle", "LocalRunner",
-           "OnOutput", "OutputEvent", "Rejected", "Result", "Runner", "make_runner", "open_runner", "run_job",
-           "run_job_sync"]
+           "OnOutput", "OutputEvent", "Rejected", "Result", "Runner", "run_job"]

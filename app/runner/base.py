@@ -1,11 +1,13 @@
 """The job interface every runner implements: submit a job, stream its output, get one result.
 
-LocalRunner (local.py) runs jobs in an embedded fork server; CeleryRunner (celery.py) sends them to workers.
-`make_runner(settings)` (factory.py) is the one place that picks the implementation.
+LocalRunner (local.py) runs jobs in an embedded fork server; CeleryRunner (celery_runner.py) sends them to
+workers. app/main.py is the one place that picks the implementation (`make_runner`, `open_runner`), with the
+submissions hub that goes with it.
 """
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -148,7 +150,8 @@ class JobHandle(Protocol):
 
 
 class Runner(Protocol):
-    """What the site, the grader and the CLI use to run code. Get one from `open_runner` or `make_runner`."""
+    """What the site, the grader and the CLI use to run code. Get one from app.main's `open_runner` or
+    `make_runner`."""
 
     limits: Limits  # the per-job limits in force, which an exercise may tighten
 
@@ -196,6 +199,26 @@ def check_source(job: Job, limits: Limits) -> None:
     check_source_text(job.code, limits.source_bytes)
 
 
+async def emit(on_output: OnOutput | None, event: OutputEvent) -> None:
+    """Pass one output line to a callback, awaiting it if it is a coroutine function."""
+    if on_output is not None:
+        value = on_output(event)
+        if inspect.isawaitable(value):
+            await value
+
+
+async def run_job(runner: Runner, job: Job, on_output: OnOutput | None = None) -> Result:
+    """Submit a job, pass each output line to on_output, and return the result; a refusal becomes a Result."""
+    try:
+        handle = await runner.submit(job)
+    except Rejected as exc:
+        return Result(status="limit" if exc.limit_hit else "error", limit_hit=exc.limit_hit, message=exc.message)
+    async for event in handle.events():
+        if isinstance(event, OutputEvent):
+            await emit(on_output, event)
+    return await handle.result()
+
+
 def new_job_id() -> str:
     """Return a fresh job id."""
     return uuid.uuid4().hex
@@ -203,4 +226,4 @@ def new_job_id() -> str:
 
 __all__ = ["Job", "Result", "OutputEvent", "DoneEvent", "Event", "OnOutput", "Busy", "Unavailable", "Rejected",
            "JobHandle",
-           "Runner", "check_source", "check_source_text", "new_job_id"]
+           "Runner", "check_source", "check_source_text", "emit", "new_job_id", "run_job"]

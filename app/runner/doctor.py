@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from app.runner import Job, Result, open_runner, run_job
+from app.runner.base import Job, Result, run_job
 from app.sandbox import host_facts as host
 from app.sandbox.gpus import GpuConfigError
 
@@ -55,6 +55,8 @@ def _last_json(result) -> dict | None:
 
 def doctor(settings) -> dict:
     """Start the configured runner, run a probe job in its sandbox (and one in a GPU slot), return the report."""
+
+    from app.main import open_runner  # the runner COURSE_RUNNER names (imported late: it is the whole site)
 
     async def probe() -> tuple[dict, object, object]:
         async with open_runner(settings, eager=False) as runner:

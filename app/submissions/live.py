@@ -1,7 +1,7 @@
 """Live submissions: take a learner's code, grade it in the background, stream its events, keep the verdict.
 
-One submission's life: `LiveHub.submit` hands the code to the grader (which submits one job to the runner) and
-returns as soon as the runner has accepted the job (or refused it: `Busy`, which the web layer turns into 429);
+One submission's life: `LiveHub.submit` has the grader build the job, submits it to the runner and returns as
+soon as the runner has accepted it (or refused it: `Busy`, which the web layer turns into 429);
 only an accepted job becomes a stored Submission row, so a full queue never costs the learner an attempt.
 While the job runs, every output line is appended to an in-memory `LiveRun`, which any number of subscribers
 replay from the start (a page that connects late still sees every line). When grading ends the verdict is
@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from sqlalchemy import select
@@ -30,7 +30,7 @@ from app.core.db import Database
 from app.core.errors import Refusal
 from app.learning import progress
 from app.models import Submission
-from app.runner.base import Busy, OutputEvent, Rejected, check_source_text
+from app.runner.base import JobHandle, OutputEvent, Rejected, Runner, check_source_text
 from app.runner.batches import BATCH_S, Batch, OutputBatcher, parse_position, stored_batches
 from app.submissions.finish import error_verdict, finish
 from app.submissions.views import (  # re-exported: the routes and the worker read submissions through here too
@@ -42,6 +42,9 @@ from app.submissions.views import (  # re-exported: the routes and the worker re
     panel_state,
     verdict_json,
 )
+
+if TYPE_CHECKING:
+    from app.grading.grader import Grading
 
 log = logging.getLogger(__name__)
 
@@ -163,64 +166,34 @@ def sse_events(events, after: str | None):
 # --- running submissions ---------------------------------------------------------------------------------
 
 
-class _WatchedRunner:
-    """The runner, as the grader sees it, with a future that resolves once the runner accepts or refuses the job."""
-
-    def __init__(self, runner: Any, accepted: asyncio.Future) -> None:
-        self._runner = runner
-        self._accepted = accepted
-
-    async def submit(self, job):
-        try:
-            handle = await self._runner.submit(job)
-        except BaseException as exc:
-            if not self._accepted.done():
-                self._accepted.set_exception(exc)
-            raise
-        if not self._accepted.done():
-            self._accepted.set_result(handle)
-        return handle
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runner, name)
-
-
 class LiveHub:
-    """The submissions this process is grading: start them, stream them, store them."""
+    """The submissions this process is grading: start them, stream them, store them (a Hub, app/submissions/hub.py)."""
 
-    def __init__(self, db: Database, runner: Any, grade: Any = None) -> None:
+    def __init__(self, db: Database, runner: Runner | None) -> None:
         self.db = db
         self.runner = runner
-        self._grade_fn = grade
         self.runs: dict[str, LiveRun] = {}
         self._tasks: set[asyncio.Task] = set()
 
-    def _grader(self):
-        if self._grade_fn is None:
-            from app.grading import grade_submission  # imported late: grading pulls in the harness's specs
-
-            self._grade_fn = grade_submission
-        return self._grade_fn
-
     async def submit(self, *, exercise: Exercise, learner_id: str, code: str) -> str:
-        """Start grading; return the stored submission's id once the runner took the job. Raises Busy."""
-        run = LiveRun()
-        accepted: asyncio.Future = asyncio.get_running_loop().create_future()
-        recorded: asyncio.Future = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(self._grade(exercise, code, run, accepted, recorded))
+        """Start grading; return the stored submission's id once the runner took the job.
+
+        Raises Busy or Rejected when the runner refuses the job: nothing is stored, so a full queue costs the
+        learner no attempt.
+        """
+        from app.grading.grader import prepare  # imported late: grading pulls in the exercises' checks
+
+        grading = prepare(exercise, code, limits=self.runner.limits)
+        handle = await self.runner.submit(grading.job)
+        try:
+            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code)
+        except BaseException:  # the database failed, or the request went away: stop the run too
+            await asyncio.shield(handle.cancel())
+            raise
+        run = self.runs[submission_id] = LiveRun()
+        task = asyncio.create_task(self._grade(grading, handle, submission_id, run))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        try:
-            await asyncio.wait({accepted, task}, return_when=asyncio.FIRST_COMPLETED)
-            if accepted.done() and accepted.exception() is not None:
-                raise accepted.exception()
-            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code)
-        except BaseException:  # refused, the database failed, or the request went away: stop the run too
-            recorded.cancel()
-            task.cancel()
-            raise
-        self.runs[submission_id] = run
-        recorded.set_result(submission_id)
         return submission_id
 
     def _record(self, learner_id: str, exercise_slug: str, code: str) -> str:
@@ -230,26 +203,18 @@ class LiveHub:
             progress.start_submission(session, submission_id=submission.id)
             return submission.id
 
-    async def _grade(self, exercise: Exercise, code: str, run: LiveRun, accepted: asyncio.Future,
-                     recorded: asyncio.Future) -> None:
-        """Grade in the background, push output as it comes, then store and push the verdict."""
+    async def _grade(self, grading: Grading, handle: JobHandle, submission_id: str, run: LiveRun) -> None:
+        """Follow the job in the background, push output as it comes, then store and push the verdict."""
+        from app.grading.grader import follow
+
         def on_output(event: OutputEvent) -> None:
             run.add_line(event.stream, event.line)
 
         try:
-            verdict = await self._grader()(exercise, code, _WatchedRunner(self.runner, accepted), on_output)
-            verdict = verdict.model_dump(mode="json") if hasattr(verdict, "model_dump") else dict(verdict)
-        except Busy:
-            return  # refused before it ran; submit() answers 429 and nothing was stored
+            verdict = grading.verdict(await follow(handle, on_output)).model_dump(mode="json")
         except Exception:
-            log.exception("grading %s failed", exercise.slug)
-            verdict = error_verdict(exercise.slug)
-        finally:
-            if not accepted.done():
-                accepted.set_result(None)  # the grader finished without queueing a job (e.g. refused it itself)
-        if accepted.exception() is not None:
-            return  # the runner refused the job (the grader turned that into a verdict): nothing was stored
-        submission_id = await recorded
+            log.exception("grading %s failed", grading.exercise.slug)
+            verdict = error_verdict(grading.exercise.slug)
         stored = await anyio.to_thread.run_sync(self._finish, submission_id, verdict)
         run.finish(stored)
         await asyncio.sleep(LINGER_S)

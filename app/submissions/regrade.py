@@ -40,7 +40,7 @@ from app.core.errors import Refusal
 from app.learning import progress
 from app.learning.dashboard import unsupported_passes
 from app.models import Regrade, Submission, SubmissionVerdict, utcnow
-from app.runner.base import Busy
+from app.runner.base import Busy, Rejected
 from app.submissions.finish import GRADER_FAILED_IN_REGRADE, error_verdict, finish
 from app.submissions.leases import db_clock
 
@@ -143,23 +143,6 @@ def _check_checks(exercise: Exercise) -> None:
         raise RegradeError(400, f"{exercise.checks_path} defines no evaluate(facts); fix it before regrading.")
 
 
-class _Patient:
-    """The runner, as a regrade sees it: a full queue means wait and offer the job again, never give up."""
-
-    def __init__(self, runner: Any) -> None:
-        self._runner = runner
-
-    async def submit(self, job):
-        while True:
-            try:
-                return await self._runner.submit(job)
-            except Busy as exc:
-                await asyncio.sleep(min(max(exc.retry_after, 0.1), BUSY_WAIT_MAX_S))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runner, name)
-
-
 async def run(db: Database, runner: Any, *, exercise: Exercise, regrade_id: int, concurrency: int = 2,
               on_progress: Callable[[int, int], None] | None = None, holder: str | None = None,
               lease_s: float = LEASE_S) -> Regrade:  # fmt: skip
@@ -226,11 +209,20 @@ async def _heartbeat(db: Database, regrade_id: int, holder: str, lease_s: float)
 
 
 async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
-    from app.grading import grade_submission  # imported late: grading pulls in the harness's specs
+    """Grade one stored submission; a full queue means wait and offer the job again, never give up."""
+    from app.grading.grader import follow, prepare, refused  # imported late: grading loads the checks
 
     try:
-        verdict = await grade_submission(exercise, code, _Patient(runner))
-        return verdict.model_dump(mode="json")
+        grading = prepare(exercise, code, limits=runner.limits)
+        while True:
+            try:
+                handle = await runner.submit(grading.job)
+                break
+            except Busy as exc:
+                await asyncio.sleep(min(max(exc.retry_after, 0.1), BUSY_WAIT_MAX_S))
+            except Rejected as exc:
+                return refused(exercise, exc).model_dump(mode="json")
+        return grading.verdict(await follow(handle)).model_dump(mode="json")
     except Exception:
         log.exception("regrading a submission of %s failed", exercise.slug)
         return error_verdict(exercise.slug, GRADER_FAILED_IN_REGRADE)

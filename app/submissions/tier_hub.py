@@ -1,15 +1,14 @@
 """Live submissions on the worker tier (COURSE_RUNNER=celery): the web stores and sends, a worker grades and
 stores the verdict, and any web server streams the job's events from Redis.
 
-`CeleryHub` has LiveHub's face (`submit`, `events`, `close`, `runner`), so the routes do not know which one
-they hold. What differs: the submission row is stored *before* the job is sent (a worker needs it), so the
-queue's room is checked first (`admit`: Busy -> 429, Redis down -> 503, nothing stored); a row whose job could
-not be sent after all stays queued without `heartbeat_at`, and the sweeper sends it (app/submissions/leases.py).
-Events come from the job's Redis Stream, with Redis's entry ids as SSE ids, so a page reconnecting to any web server
-with Last-Event-ID gets exactly the rest. An output event's id also says how far into stdout and stderr it reaches
-(`<entry id>/<stdout lines>:<stderr lines>`), so when Redis has nothing (it was down, or the stream expired) the
-stored row is the truth from exactly there: a finished one sends the output past the page's position, then its
-verdict.
+`CeleryHub` is a Hub (app/submissions/hub.py) like LiveHub, so the routes do not know which one they hold. What differs:
+the submission row is stored *before* the job is sent (a worker needs it), so the queue's room is checked first
+(`admit`: Busy -> 429, Redis down -> 503, nothing stored); a row whose job could not be sent after all stays queued
+without `heartbeat_at`, and the sweeper sends it (app/submissions/leases.py). Events come from the job's Redis Stream,
+with Redis's entry ids as SSE ids, so a page reconnecting to any web server with Last-Event-ID gets exactly the rest. An
+output event's id also says how far into stdout and stderr it reaches (`<entry id>/<stdout lines>:<stderr lines>`), so
+when Redis has nothing (it was down, or the stream expired) the stored row is the truth from exactly there: a finished
+one sends the output past the page's position, then its verdict.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 import anyio.to_thread
 from redis.exceptions import RedisError
@@ -26,7 +26,7 @@ from app.core.db import Database
 from app.learning import progress
 from app.models import Submission
 from app.runner import redis_streams as streams
-from app.runner.base import Unavailable
+from app.runner.base import Runner, Unavailable
 from app.submissions import leases
 
 log = logging.getLogger(__name__)
@@ -36,10 +36,25 @@ ROW_POLL_S = 1.0
 RESTARTED = "The machine running this stopped; it is running again elsewhere (output starts over)."
 
 
-class CeleryHub:
-    """Submissions graded by the worker tier; events read from Redis, verdicts from the database."""
+class TierRunner(Runner, Protocol):
+    """What CeleryHub needs of its runner beyond the Runner protocol (CeleryRunner, app/runner/celery_runner.py)."""
 
-    def __init__(self, db: Database, runner) -> None:
+    redis: Any  # the asyncio Redis client the job streams are read from
+
+    async def admit(self, queue: str) -> None:
+        """Refuse a job the queue has no room for (Busy), or when Redis is down (Unavailable); store nothing."""
+        ...
+
+    async def send_submission(self, submission_id: str, attempt: int, *, gpu: bool) -> None:
+        """Put one attempt of a stored submission on the workers' queue (Unavailable: not sent)."""
+        ...
+
+
+class CeleryHub:
+    """Submissions graded by the worker tier; events read from Redis, verdicts from the database (a Hub,
+    app/submissions/hub.py)."""
+
+    def __init__(self, db: Database, runner: TierRunner) -> None:
         self.db = db
         self.runner = runner
 
@@ -161,4 +176,4 @@ def _stored_events(submission: Submission, follower: _Follower) -> list[tuple[st
     return out
 
 
-__all__ = ["CeleryHub", "RESTARTED"]
+__all__ = ["CeleryHub", "RESTARTED", "TierRunner"]

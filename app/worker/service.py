@@ -1,6 +1,6 @@
 """One worker process: a warm sandbox, and the two tasks it runs (a plain job, a stored submission).
 
-The sandbox is the embedded runner from `make_runner` (COURSE_RUNNER forced to `local`), owned by a
+The sandbox is an embedded LocalRunner of its own (whatever COURSE_RUNNER says: it is the tier), owned by a
 BlockingRunner: an event loop in a background thread. Celery runs tasks in a pool of threads of this same
 process (celery_app.py says why not prefork); each task thread hands its job to that loop and waits. The fork
 server is started with exec, never forked from this process, so CUDA and Celery's forks never meet it.
@@ -23,7 +23,7 @@ import socket
 from app.content.exercises import Exercise, load_exercise
 from app.core.db import Database
 from app.models import Submission
-from app.runner import BlockingRunner, Job, OutputEvent, Rejected, Result
+from app.runner import BlockingRunner, Busy, Job, LocalRunner, OutputEvent, Rejected, Result
 from app.runner import redis_streams as streams
 from app.runner.celery_app import make_celery
 from app.runner.celery_runner import (
@@ -62,7 +62,7 @@ class WorkerService:
         self.name = name or worker_name()
         local = settings.model_copy(update={"runner": "local", "runner_concurrency": concurrency,
                                             "runner_queue_size": concurrency})
-        self.sandbox = BlockingRunner(local, eager=True)
+        self.sandbox = BlockingRunner(local, runner=LocalRunner(local, eager=True))
         self.db = Database(settings.database_url)
         self.celery = make_celery(settings)
         self.redis = None
@@ -207,21 +207,27 @@ class WorkerService:
         return event["status"]
 
     async def _grade(self, submission_id: str, attempt: int, slug: str, code: str, writer) -> dict:
-        from app.grading import grade_submission  # grading loads the checks; only workers that grade need it
+        # grading loads the checks; only workers that grade need it
+        from app.grading.grader import follow, prepare, refused
 
         writer.add("start", {"attempt": attempt, "worker": self.name})
         self._held[submission_id] = (submission_id, attempt)
-        tracked = _Tracked(self, submission_id, writer)
+        runner = self.sandbox.runner
         try:
             exercise = self._exercise(slug)
-            verdict = await grade_submission(exercise, code, tracked, lambda e: writer.add_line(e.stream, e.line))
-            return verdict.model_dump(mode="json")
+            grading = prepare(exercise, code, limits=runner.limits)
+            try:
+                handle = await runner.submit(grading.job)
+            except (Busy, Rejected) as exc:
+                return refused(exercise, exc).model_dump(mode="json")
+            async with self._following(submission_id, handle, writer):  # flushed as it runs, and cancellable
+                result = await follow(handle, lambda e: writer.add_line(e.stream, e.line))
+            return grading.verdict(result).model_dump(mode="json")
         except Exception:  # a grader or content bug is stored as an error, not retried forever
             log.exception("grading submission %s failed", submission_id)
             return error_verdict(slug)
         finally:
             self._held.pop(submission_id, None)
-            await tracked.close()
             writer.end_output()
             await writer.flush()
 
@@ -264,25 +270,6 @@ class _Following:
         while not await self.service.cancelled(self.job_id):
             await asyncio.sleep(CANCEL_POLL_S)
         await self.handle.cancel()
-
-
-class _Tracked:
-    """The sandbox runner as the grader sees it: a submitted job is followed (flushed, cancellable)."""
-
-    def __init__(self, service: WorkerService, job_id: str, writer) -> None:
-        self._service, self._job_id, self._writer = service, job_id, writer
-        self._following: _Following | None = None
-        self.limits = service.sandbox.runner.limits
-
-    async def submit(self, job: Job):
-        handle = await self._service.sandbox.runner.submit(job)
-        self._following = _Following(self._service, self._job_id, handle, self._writer)
-        await self._following.__aenter__()
-        return handle
-
-    async def close(self) -> None:
-        if self._following is not None:
-            await self._following.__aexit__(None, None, None)
 
 
 __all__ = ["WorkerService", "worker_name"]

@@ -15,18 +15,16 @@ from collections.abc import AsyncIterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from sqlalchemy.exc import OperationalError
 
 from app.content.exercises import Exercise
 from app.learning import progress
 from app.models import Submission
 from app.runner.base import Busy, Unavailable
-from app.submissions.live import LiveHub, Refused, check_code, fail_interrupted
-from app.submissions.tier_hub import CeleryHub
+from app.submissions.hub import Hub
+from app.submissions.live import Refused, check_code
 from app.submissions.views import exercise_state, learner_key, verdict_json
 from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits
 from app.web.stream_slots import StreamSlots
@@ -42,39 +40,12 @@ SSE_RETRY_MS = 1000
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    """Hold the live submissions of this process; cancel unfinished ones when the app stops.
-
-    With the embedded local runner this process runs every job, so a run left queued or running in the database
-    died with an earlier server: it is marked as an error here (see `fail_interrupted`). With the celery runner
-    the workers run them, and `CeleryHub` only sends and streams.
-    """
+    """Bound the event streams of this process (the hub itself is app/main.py's, with the runner)."""
     settings = getattr(app.state, "settings", None)
-    runner = getattr(app.state, "runner", None)
-    if settings is not None and settings.runner == "celery":
-        # jobs run on the worker tier and outlive this process; leases and the sweeper finish them
-        hub = CeleryHub(app.state.db, runner)
-    else:
-        failed = await anyio.to_thread.run_sync(_fail_interrupted, app.state.db)
-        if failed:
-            log.warning("marked %d submission(s) left unfinished by an earlier server as errors", failed)
-        hub = LiveHub(app.state.db, runner)
-    app.state.live = hub
     if settings is not None:
         app.state.stream_slots = StreamSlots(per_submission=settings.streams_per_submission,
                                              per_learner=settings.streams_per_learner)
-    try:
-        yield
-    finally:
-        await hub.close()
-
-
-def _fail_interrupted(db) -> int:
-    try:
-        with db.session(write=True) as session, session.begin():
-            return fail_interrupted(session)
-    except OperationalError as exc:  # not migrated yet: the site starts and says so (app.web.deps); nothing ran
-        log.warning("could not look for submissions left unfinished by an earlier server: %s", exc.orig)
-        return 0
+    yield
 
 
 router = APIRouter(tags=["exercises"], lifespan=lifespan)
@@ -170,7 +141,7 @@ SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json":
                  503: {"description": "The job queue (worker tier) is unreachable (see Retry-After)"}})
 async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the code in the background; return its id at once. Follow it at /api/submissions/{id}/events."""
-    hub: LiveHub = request.app.state.live
+    hub: Hub = request.app.state.live
     if hub.runner is None:
         raise HTTPException(503, "The sandbox runner is not running; the operator should check `course doctor`.")
     submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=await read_code(request))
@@ -204,7 +175,7 @@ async def submission_events(submission: OwnedSubmission, request: Request) -> As
     A late subscriber gets every event from the start; a reconnecting EventSource (Last-Event-ID) gets the rest.
     On the worker tier a `restart` event ({"attempt", "message"}) says the run started over on another worker.
     """
-    hub: LiveHub = request.app.state.live
+    hub: Hub = request.app.state.live
     async for event_id, kind, data in hub.events(submission.id, after=request.headers.get("last-event-id")):
         yield ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
 
@@ -215,7 +186,7 @@ async def submission_events(submission: OwnedSubmission, request: Request) -> As
 @router.post("/exercises/{slug}/run", dependencies=SubmissionRateLimits, include_in_schema=False)
 async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the form's code, wait for the verdict, and go back to the lesson, where the panel shows it."""
-    hub: LiveHub = request.app.state.live
+    hub: Hub = request.app.state.live
     code = (await request.form()).get("code")
     try:
         if not isinstance(code, str) or hub.runner is None:

@@ -13,11 +13,9 @@ from datetime import UTC, date, datetime, time
 from typing import Annotated
 from urllib.parse import quote
 
-import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, Form, Path, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field
-from sqlalchemy.exc import OperationalError
 
 from app.content.course import Course
 from app.core.db import Database
@@ -32,24 +30,14 @@ from app.web.templating import render
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    """Hold the regrades this process runs; with the embedded runner, mark those an earlier server left running."""
+    """Hold the regrades this process runs (those an earlier server left running: app.main's settle_unfinished)."""
     settings = app.state.settings
-    if settings.runner == "local":
-        await anyio.to_thread.run_sync(_interrupt_running, app.state.db)
     app.state.regrades = regrade.BackgroundRegrades(app.state.db, getattr(app.state, "runner", None),
                                                     settings.runner_concurrency, settings.runner_lease_s)
     try:
         yield
     finally:
         await app.state.regrades.close()
-
-
-def _interrupt_running(db: Database) -> None:
-    try:
-        with db.session(write=True) as session, session.begin():
-            regrade.interrupt_running(session)
-    except OperationalError:
-        pass  # not migrated yet: the site starts and says so (app.web.deps); no regrade ran
 
 
 router = APIRouter(dependencies=[Depends(instructor)], tags=["instructor"], lifespan=lifespan)
