@@ -59,7 +59,7 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
                                f"at most {MAX_GPUS}")
     try:
         host = job_host(settings, machine=machine, build=build)
-        if gpus is None and nproc > 1 and host.build == "cuda":
+        if gpus is None and nproc > 1 and host.cuda:
             gpus = nproc  # torchrun on machines with one GPU per local rank
         host = job_host(settings, machine=machine, build=build, gpus=gpus)
     except (MachineError, ValueError) as exc:

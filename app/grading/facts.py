@@ -1,6 +1,7 @@
 """Read the harness's report and turn common facts into checks (used by every exercise's checks.py).
 
-The report is the JSON the placement harness wrote from inside the sandbox (app/harness/grade.py):
+The report is the JSON the placement harness wrote from inside the sandbox (app/harness/grade.py; its shape is
+`Report` in app/harness/contract.py):
 `outcome` (how the learner's file ended), `trace` (events by kind: mismatch, move, forward, host_input,
 host_read, tensor_print, backward, step, loss_fn, module_move, batch, numpy_on_accelerator), `probe` (the exercise
 probe's answers), `tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from app.grading.source import hard_coded_device_line
 from app.grading.verdict import CheckResult
+from app.harness.contract import Report
 
 
 def check(id: str, passed: bool, message: str = "", line: int | None = None, *,
@@ -39,7 +41,7 @@ def at(line: int | None) -> str:
 class Facts:
     """The report, with accessors that never raise on a missing part."""
 
-    report: dict
+    report: Report
     code: str | None = None  # the learner's source, for the lines the trace cannot name (app/grading/source.py)
 
     @property

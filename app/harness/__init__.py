@@ -35,13 +35,13 @@ from app.harness import launchers as _launchers
 from app.harness import plain as _plain
 from app.harness import session as _session
 from app.harness import stdio as _stdio
-from app.harness.machine.host import Host
+from app.harness.contract import JobPayload, SimulatedHost
 from app.harness.wording import wording as _wording
 
 _wording.warm_up()
 
 
-def main(payload: dict, report_fd: int | None, request_key=None) -> int:
+def main(payload: JobPayload, report_fd: int | None, request_key=None) -> int:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
@@ -67,7 +67,7 @@ def main(payload: dict, report_fd: int | None, request_key=None) -> int:
         os.close(report_fd)  # plain runs report nothing beyond their output
     code = payload["code"]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    if Host.from_payload(payload.get("host")).simulated:
+    if SimulatedHost.from_payload(payload.get("host")).simulated:
         _session.prepare(payload, filename, grading=False)  # the simulated host; nothing is reported
     status = _plain.run_plain(code, filename)
     _stdio.flush_streams()

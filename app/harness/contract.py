@@ -1,8 +1,17 @@
-"""The host a sandbox job believes it runs on: which torch build, how many GPUs, which card.
+"""The contract across the sandbox boundary: what the app hands a job, and what the job's harness reports back.
 
-On a host without a GPU the harness simulates this host (app/harness/, "Devices: three modes" in
-DESIGN.md); on a host where the job really has CUDA, the harness simulates nothing and this description is
-ignored. Both job modes honour it: `course grade` and the site's grading, and plain `course run` jobs.
+Imported on both sides: by the runner and the grader outside the sandbox, by the harness inside it (which
+imports nothing of `app` outside app/harness). Three things cross:
+
+    JobPayload     the job: the learner's code, the mode, the exercise's probe, the simulated host, the ranks
+    SimulatedHost  the host the job believes it runs on: a torch build, its GPUs, their card (one description,
+                   read by both sides; the build's facts are data, app/harness/machine/machines/builds/)
+    Report         the facts a graded job reports (app/harness/grade.py, report.py for several ranks); the
+                   grader (app/grading/) turns them into a verdict
+
+On a host without a GPU the harness simulates this host; on a host where the job really has CUDA, the harness
+simulates nothing and this description is ignored. Both job modes honour it: `course grade` and the site's
+grading, and plain `course run` jobs.
 
 The default for hosts without a GPU is decided HERE, once: `DEFAULT_HOST`, the `h100` machine profile (a CUDA
 build of torch with one H100). The machines are data, one profile each (app/harness/machine/machines/):
@@ -15,12 +24,12 @@ with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any h
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
+from typing import Any, Literal, TypedDict
 
 from app.harness.machine import machines
 
-Build = Literal["cuda", "macos-arm64", "cpu"]
-BUILDS: tuple[str, ...] = ("cuda", "macos-arm64", "cpu")
+# the torch builds there are profiles of (app/harness/machine/machines/builds/): "cuda", "macos-arm64", "cpu"
+BUILDS: tuple[str, ...] = tuple(machines.BUILDS)
 GiB = 1 << 30
 # GPUs one simulated host may have; a DGX node has 8, and a learner's program rarely asks for more
 MAX_GPUS = 8
@@ -40,31 +49,61 @@ DEVICE_DATA_BYTES = 64 * MiB
 
 @dataclass(frozen=True)
 class SimulatedHost:
-    """A torch build and the devices it finds (the harness reads the same fields, see harness/host.py)."""
+    """A torch build and the devices it finds: what the learner's program will find (both sides read this)."""
 
-    build: Build = "cuda"  # "cuda": Linux CUDA wheel; "macos-arm64": Apple silicon wheel; "cpu": CPU-only wheel
+    build: str = "cuda"  # a build profile's id (BUILDS): its facts say what torch was compiled for
     gpus: int = 1  # CUDA GPUs present (0 on a CUDA build: a machine without an NVIDIA driver)
     gpu_name: str = "NVIDIA H100 80GB HBM3"
     gpu_memory_bytes: int = 80 * GiB  # what mem_get_info()/get_device_properties() report as the card's total
     capability: tuple[int, int] = (9, 0)  # compute capability (9.0: Hopper; >= 8.0 supports bfloat16)
     multiprocessors: int = 132
-    cuda_version: str = "12.8"  # torch.version.cuda of the simulated wheel
-    mps: bool = False  # macOS builds: the Mac's GPU answers torch.backends.mps.is_available()
+    cuda_version: str = machines.BUILDS["cuda"].cuda_version  # torch.version.cuda of the simulated wheel
+    mps: bool = False  # a build with MPS: the Mac's GPU answers torch.backends.mps.is_available()
     # the machine profile this host was made from (app/harness/machine/machines/<id>.json)
     machine: str = machines.DEFAULT
     dataless_tensor_bytes: int = DATALESS_TENSOR_BYTES  # see DATALESS_TENSOR_BYTES
     device_data_bytes: int = DEVICE_DATA_BYTES  # see DEVICE_DATA_BYTES
 
     def __post_init__(self) -> None:
-        if self.build not in BUILDS:
+        if self.build not in machines.BUILDS:
             raise ValueError(f"unknown torch build {self.build!r}; one of {', '.join(BUILDS)}")
         if not 0 <= self.gpus <= MAX_GPUS:
             raise ValueError(f"gpus must be between 0 and {MAX_GPUS}, not {self.gpus}")
-        if self.build != "cuda" and self.gpus:
-            raise ValueError(f"a {self.build} build of torch sees no CUDA GPUs; use build 'cuda' for {self.gpus}")
-        if self.mps and self.build != "macos-arm64":
-            raise ValueError("only a macOS arm64 build of torch has MPS")
+        if not self.cuda and self.gpus:
+            raise ValueError(f"a {self.build} build of torch sees no CUDA GPUs; use a build with CUDA "
+                             f"({', '.join(b for b in BUILDS if machines.BUILDS[b].cuda)}) for {self.gpus}")
+        if self.mps and not self.mps_built:
+            raise ValueError(f"only a build with MPS ({', '.join(b for b in BUILDS if machines.BUILDS[b].mps_built)})"
+                             " has MPS")
 
+    # --- the build's facts (data: app/harness/machine/machines/builds/<build>.json) ---------------------------
+    @property
+    def accelerator(self) -> str | None:
+        """The device type this build was compiled for ("cuda", "mps"), or None for a CPU-only build."""
+        return machines.BUILDS[self.build].accelerator
+
+    @property
+    def cuda(self) -> bool:
+        """Compiled with CUDA: CUDA's runtime, CUDA_VISIBLE_DEVICES, pinned memory, NCCL."""
+        return machines.BUILDS[self.build].cuda
+
+    @property
+    def mps_built(self) -> bool:
+        """torch.backends.mps.is_built()."""
+        return machines.BUILDS[self.build].mps_built
+
+    @property
+    def simulated(self) -> bool:
+        """True when the harness must pretend something the installed CPU-only torch is not."""
+        return bool(self.accelerator or self.cuda or self.mps_built)
+
+    def devices_present(self) -> int:
+        """Devices of this build's accelerator in the machine (before CUDA_VISIBLE_DEVICES hides any)."""
+        if self.cuda:
+            return self.gpus
+        return int(self.mps) if self.mps_built else 0
+
+    # --- crossing the boundary ------------------------------------------------------------------------------
     def payload(self) -> dict:
         """The JSON-ready form the harness receives in the job's payload."""
         data = asdict(self)
@@ -72,8 +111,10 @@ class SimulatedHost:
         return data
 
     @classmethod
-    def from_payload(cls, data: dict) -> "SimulatedHost":
-        """Rebuild a host from payload()'s output."""
+    def from_payload(cls, data: dict | None) -> "SimulatedHost":
+        """Rebuild a host from payload()'s output; None (a payload without a host) is the plain CPU."""
+        if not data:
+            return PLAIN_CPU
         fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if "capability" in fields:
             fields["capability"] = tuple(fields["capability"])
@@ -81,11 +122,11 @@ class SimulatedHost:
 
     def describe(self) -> str:
         """One line for logs and the CLI: "CUDA build, 2 x NVIDIA H100 80GB HBM3 (79.19 GiB)"."""
-        if self.build == "cuda":
+        if self.cuda:
             cards = (f"{self.gpus} x {self.gpu_name} ({self.gpu_memory_bytes / GiB:.2f} GiB)" if self.gpus
                      else "no GPU")
             return f"CUDA {self.cuda_version} build, {cards}"
-        if self.build == "macos-arm64":
+        if self.mps_built:
             return f"macOS arm64 build, MPS {'available' if self.mps else 'unavailable'}"
         return "CPU-only build"
 
@@ -93,33 +134,44 @@ class SimulatedHost:
         """The same host with another number of GPUs."""
         return replace(self, gpus=gpus)
 
+    def on_build(self, build: str, *, gpus: int | None = None, mps: bool | None = None) -> "SimulatedHost":
+        """The same machine on another torch build: CUDA GPUs only where it has CUDA, MPS (by default) where it
+        has MPS."""
+        facts = machines.BUILDS[build] if build in machines.BUILDS else None
+        has_cuda, has_mps = (facts.cuda, facts.mps_built) if facts else (False, False)
+        if has_cuda:
+            return replace(self, build=build, gpus=self.gpus if gpus is None else gpus,
+                           mps=False if mps is None else mps)
+        return replace(self, build=build, gpus=gpus or 0, mps=has_mps if mps is None else mps)
+
+
+# No simulation at all: torch as installed here (a CPU-only build). Benchmarks use it as their baseline.
+PLAIN_CPU = SimulatedHost(build="cpu", gpus=0)
+
 
 def machine_host(machine_id: str = machines.DEFAULT, *, gpus: int | None = None,
                  folder=None) -> SimulatedHost:
     """The host a machine profile describes (`gpus` replaces its GPU count); MachineError for an unknown id."""
     m = machines.get(machine_id, folder)
     fields = dict(build=m.build, gpus=m.gpus if gpus is None else gpus, mps=m.mps, machine=m.id)
-    if m.build == "cuda":
-        fields.update(gpu_name=m.value("name"), gpu_memory_bytes=int(m.value("total_memory")),
-                      capability=tuple(m.value("capability")), multiprocessors=int(m.value("multiprocessors")))
-    elif m.build == "macos-arm64" and m.value("total_memory"):
-        fields.update(gpu_name=m.value("name") or "", gpu_memory_bytes=int(m.value("total_memory")))
+    if machines.BUILDS[m.build].cuda_version:
+        fields["cuda_version"] = machines.BUILDS[m.build].cuda_version
+    # the card's figures where the profile has them (a CPU-only machine has none: the fields keep no meaning)
+    card = {"gpu_name": ("name", str), "gpu_memory_bytes": ("total_memory", int), "capability": ("capability", tuple),
+            "multiprocessors": ("multiprocessors", int)}
+    fields.update({field: kind(m.value(figure)) for field, (figure, kind) in card.items()
+                   if m.value(figure) not in (None, "")})
     return SimulatedHost(**fields)
 
 
 # The simulated host of every job on a host without a GPU, unless an exercise or `course run` asks otherwise.
 DEFAULT_HOST = machine_host(machines.DEFAULT)
-# No simulation at all: torch as installed here (a CPU-only build). Benchmarks use it as their baseline.
-PLAIN_CPU = SimulatedHost(build="cpu", gpus=0)
 
 
 def host_for(*, build: str = "cuda", gpus: int | None = None, mps: bool | None = None,
              base: SimulatedHost = DEFAULT_HOST) -> SimulatedHost:
-    """A host of the given build, otherwise like `base` (a macOS build has MPS unless mps=False)."""
-    if build == "cuda":
-        return base if gpus is None else base.with_gpus(gpus)
-    return replace(base, build=build, gpus=gpus or 0,
-                   mps=(build == "macos-arm64") if mps is None else mps)
+    """A host of the given build, otherwise like `base` (a build with MPS has it unless mps=False)."""
+    return base.on_build(build, gpus=gpus, mps=mps)
 
 
 def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
@@ -133,3 +185,70 @@ def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
     if build is not None and build != host.build:
         return host_for(build=build, gpus=gpus, base=host)
     return host if gpus is None else host.with_gpus(gpus)
+
+
+# --- the job and its report --------------------------------------------------------------------------------
+
+
+class GradeSpec(TypedDict):
+    """What a graded job's harness needs of the exercise: its slug and its probe's source (None: no probe)."""
+
+    exercise: str
+    probe: str | None
+
+
+class JobPayload(TypedDict, total=False):
+    """The job as the harness receives it (app/runner/base.py's Job.payload() writes it; never the job's key)."""
+
+    code: str
+    filename: str  # the name tracebacks show
+    mode: Literal["run", "grade"]
+    grade: GradeSpec | None  # grading mode: the harness takes it out before the learner's code runs
+    host: dict | None  # SimulatedHost.payload(); None: the plain CPU
+    nproc: int  # rank processes in all (1: one process)
+    nnodes: int  # simulated machines the ranks are spread over
+    launcher: str | None  # None (torchrun), "accelerate", "accelerate-cpu" (app/harness/launchers.py)
+
+
+class ExceptionFacts(TypedDict):
+    """An exception the learner's code raised (grade.describe_exception)."""
+
+    type: str
+    message: str
+    lines: list[int]  # the learner's lines in its traceback
+    line: int | None  # the last of them
+    traceback: str  # as Python prints it, from the learner's file on, without the harness's frames
+
+
+class Outcome(TypedDict, total=False):
+    """How the learner's file ended."""
+
+    finished: bool
+    exit_code: int | None
+    exception: ExceptionFacts | None
+    system_exit: bool  # it called sys.exit() ...
+    exit_line: int | None  # ... on this line
+    signal: int | None  # a rank killed by a signal (several ranks)
+    duration_ms: float
+
+
+class Report(TypedDict, total=False):
+    """The ONE report a graded job writes (app/harness/grade.py; report.py merges the ranks'): facts only.
+
+    The grader (app/grading/grader.py: evaluate, facts.py, ranks.py, placement_map.py) decides every check from it.
+    """
+
+    nonce: str | None  # the job's key, asked for only after the learner's code ran (channel.py)
+    exercise: str | None
+    simulated: bool  # the host was simulated (no real GPU)
+    device: str  # the device line the verdict shows
+    accelerator: str  # the accelerator's device label ("cuda:0", "mps:0"), "cpu" when none
+    host: dict | None  # the payload's host
+    outcome: Outcome
+    probe: Any  # what the exercise's probe returned
+    probe_error: str | None  # the probe's own traceback: a grader error, not the learner's
+    tampered: list[str]  # torch functions the learner's code replaced
+    trace: dict  # the tracer's facts: events, counts, ops, lines, losses, steps (tracing/placement.py)
+    dist: dict | None  # torch.distributed's facts (machine/distributed.py)
+    ranks: list[dict]  # several ranks: each rank's report with rank, local_rank, node, exit_code, signal ...
+    launch: dict  # several ranks: the launcher's facts (first_failure)

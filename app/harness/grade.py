@@ -21,8 +21,8 @@ from contextlib import contextmanager
 import torch
 
 from app.harness import session, stdio
+from app.harness.contract import GradeSpec, JobPayload, Report
 from app.harness.machine.builds import Availability
-from app.harness.machine.host import Host
 from app.harness.tracing import placement
 
 _TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
@@ -86,9 +86,9 @@ class ProbeAPI:
         return self.tracer.on_accelerator(t)
 
     def scenario(self, *, build: str = "cuda", gpus: int = 1, mps: bool = False):
-        """Context manager: pretend to be another torch build ("cuda", "macos-arm64", "cpu") with other devices."""
-        return self.availability.scenario(Host(**{**self.host.__dict__, "build": build,
-                                                  "gpus": gpus if build == "cuda" else 0, "mps": mps}))
+        """Context manager: pretend to be another torch build (a build profile's id: "cuda", "macos-arm64", "cpu")
+        with other devices (CUDA GPUs only where the build has CUDA)."""
+        return self.availability.scenario(self.host.on_build(build, gpus=gpus, mps=mps))
 
     def host_copy(self, t: torch.Tensor) -> torch.Tensor:
         """A detached host copy of t for comparing values (never recorded as the learner's move)."""
@@ -165,7 +165,7 @@ def _quiet_stdout_errors():
         pass
 
 
-def encode_report(report: dict, budget: int = REPORT_BUDGET) -> bytes:
+def encode_report(report: Report, budget: int = REPORT_BUDGET) -> bytes:
     """The report as JSON, within budget bytes: past it the bulky detail goes, the verdict-relevant summary stays."""
     data = json.dumps(report, default=str).encode("utf-8")
     if len(data) > budget:
@@ -175,7 +175,7 @@ def encode_report(report: dict, budget: int = REPORT_BUDGET) -> bytes:
     return data
 
 
-def _write_report(report_fd: int | None, report: dict) -> None:
+def _write_report(report_fd: int | None, report: Report) -> None:
     data = encode_report(report)
     if report_fd is None:
         return
@@ -186,7 +186,7 @@ def _write_report(report_fd: int | None, report: dict) -> None:
         os.close(report_fd)
 
 
-def run_grade(payload: dict, report_fd: int | None, request_key) -> int:
+def run_grade(payload: JobPayload, report_fd: int | None, request_key) -> int:
     """Run the learner's file under the tracer, then the probe; ask for the key; write the report; return the
     exit code."""
     grade = dict(payload.get("grade") or {})
@@ -196,7 +196,7 @@ def run_grade(payload: dict, report_fd: int | None, request_key) -> int:
     return status
 
 
-def collect(payload: dict, grade: dict, show_traceback=None) -> tuple[dict, int]:
+def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple[Report, int]:
     """Run the learner's file under the tracer, then the probe; return (the facts, the exit code).
 
     show_traceback(text) shows the learner's traceback (default: on stderr; a rank hands it to its launcher)."""
@@ -217,7 +217,7 @@ def collect(payload: dict, grade: dict, show_traceback=None) -> tuple[dict, int]
     stdio.flush_streams()
     tampered = avail.tampered() + [name for name, fn in originals.items()
                                    if fn is not None and fn is not _current(name)]
-    report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
+    report: Report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
               "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
               "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
               "dist": job.distributed.final()}

@@ -32,6 +32,7 @@ import uuid
 from app.harness import launchers
 from app.harness import rank as rankmod
 from app.harness import report as reportmod
+from app.harness.contract import JobPayload
 
 # seconds a stopped rank has between SIGTERM and SIGKILL (torchrun's agent waits 30 s; a sandbox job's whole
 # wall clock is seconds, and Python's default SIGTERM ends a rank at once)
@@ -256,7 +257,7 @@ class Launcher:
         return 0 if all(r.status == 0 for r in self.ranks) else 1
 
 
-def run(payload: dict, report_fd: int | None, request_key) -> int:
+def run(payload: JobPayload, report_fd: int | None, request_key) -> int:
     """Launch the payload's `nproc` ranks, supervise them, write the job's one report; return the exit code."""
     nproc = int(payload["nproc"])
     # a rank may signal the launcher (pid 1 here, so only signals it handles arrive): SIGINT must not stop it

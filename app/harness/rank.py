@@ -21,7 +21,7 @@ import time
 import traceback
 
 from app.harness import grade, plain, session
-from app.harness.machine.host import Host
+from app.harness.contract import JobPayload, SimulatedHost
 
 CHANNEL_FD = 3
 # the role torchrun gives its workers when none is named (`--role`); it starts every output prefix
@@ -78,7 +78,7 @@ def start(payload: dict, rank: int, env: dict[str, str], fds: tuple[int, int, in
     os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 1)
 
 
-def run(payload: dict, rank: int) -> int:
+def run(payload: JobPayload, rank: int) -> int:
     """Run the learner's file as this rank (graded or plain); return the exit code."""
     payload = {**payload, "rank": {"rank": rank, "local_rank": int(os.environ["LOCAL_RANK"]),
                                    "node": int(os.environ["GROUP_RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}}
@@ -92,7 +92,7 @@ def run(payload: dict, rank: int) -> int:
         return status
     filename, code = payload.get("filename", "main.py"), payload["code"]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    if Host.from_payload(payload.get("host")).simulated:
+    if SimulatedHost.from_payload(payload.get("host")).simulated:
         session.prepare(payload, filename, grading=False)
     return plain.run_plain(code, filename, show)
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import time
 
+from app.harness.contract import JobPayload, Report
 from app.harness.grade import REPORT_BUDGET
 
 WIDTH = 60
@@ -37,7 +38,7 @@ def _fate(status: int | None) -> tuple[int | None, int | None]:
     return (None, -code) if code < 0 else (code, None)
 
 
-def merge(payload: dict, ranks: list, root, nonce: str | None) -> dict:
+def merge(payload: JobPayload, ranks: list, root, nonce: str | None) -> Report:
     """The job's report: every rank's facts, and at the top the lead rank's (the first failure's, or rank 0's)."""
     entries = []
     for rank in ranks:

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import torch
 
+from app.harness.contract import PLAIN_CPU, JobPayload, SimulatedHost
 from app.harness.machine.builds import Availability
 from app.harness.machine.checkpoints import Checkpoints
 from app.harness.machine.cuda_runtime import CudaRuntime
 from app.harness.machine.devices import Devices
 from app.harness.machine.distributed import Distributed
-from app.harness.machine.host import PLAIN, Host
 from app.harness.machine.memory import Memory
 from app.harness.tracing import placement
 
@@ -24,7 +24,7 @@ from app.harness.tracing import placement
 class Session:
     """What the harness installed for one job."""
 
-    host: Host
+    host: SimulatedHost
     real_cuda: bool
     simulated: bool
     devices: Devices
@@ -42,15 +42,15 @@ class Session:
         return f"{self.tracer.accelerator} (simulated on CPU)"
 
 
-def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
+def prepare(payload: JobPayload, filename: str, *, grading: bool) -> Session:
     """Install the simulated host the payload describes (and the tracer); return the pieces.
 
     In a rank of a job of several ranks (payload `rank`), the rank's own GPU is cuda:LOCAL_RANK."""
     real_cuda = torch.cuda.is_available()  # in the child only: touching CUDA in the fork server poisons fork
     index = int((payload.get("rank") or {}).get("local_rank", 0))
-    host = Host.from_payload(payload.get("host"))
+    host = SimulatedHost.from_payload(payload.get("host"))
     simulated = not real_cuda and host.simulated
-    devices = Devices(host if not real_cuda else PLAIN)
+    devices = Devices(host if not real_cuda else PLAIN_CPU)
     memory = Memory(capacity=lambda gpu: host.gpu_memory_bytes)
     runtime = CudaRuntime(devices, memory)
     memory.fraction = lambda gpu: runtime.fractions.get(gpu, 1.0)  # set_per_process_memory_fraction's allowance
@@ -64,7 +64,7 @@ def prepare(payload: dict, filename: str, *, grading: bool) -> Session:
     distributed = Distributed(tracer, simulated=simulated)
     distributed.install()
     availability.remember_functions()  # the tracer wrapped some to see the learner's questions
-    if simulated and host.build == "cuda":
+    if simulated and host.cuda:
         Checkpoints(memory, tracer.set_label).install()
     return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
                    availability=availability, tracer=tracer, distributed=distributed)

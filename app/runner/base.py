@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import AsyncIterator, Literal, Protocol, Union
 
-from app.harness.contract import DEFAULT_HOST, SimulatedHost
+from app.harness.contract import DEFAULT_HOST, GradeSpec, JobPayload, Report, SimulatedHost
 from app.sandbox.job_limits import Limits
 
 Status = Literal["ok", "failed", "limit", "error", "cancelled"]
@@ -27,7 +27,7 @@ class Job:
     code: str
     filename: str = "main.py"
     mode: Literal["run", "grade"] = "run"
-    grade: dict | None = None
+    grade: GradeSpec | None = None  # grading mode: the exercise and its probe
     limits: Limits | None = None  # None: the runner's defaults (from Settings)
     gpu: bool = False  # wants a real GPU: runs in a GPU slot where the host has one, else on the simulated GPU
     host: SimulatedHost = DEFAULT_HOST  # the build and GPUs simulated where the host has no GPU (harness/contract.py)
@@ -39,13 +39,13 @@ class Job:
     # job's harness gets it only after the learner's code has run (app/harness/channel.py)
     key: str | None = None
 
-    def payload(self) -> dict:
+    def payload(self) -> JobPayload:
         """Return the dict handed to app.harness.main inside the sandbox (never the key)."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
                 "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes, "launcher": self.launcher}
 
     @classmethod
-    def from_payload(cls, payload: dict, limits: Limits | None = None, gpu: bool = False) -> "Job":
+    def from_payload(cls, payload: JobPayload, limits: Limits | None = None, gpu: bool = False) -> "Job":
         """Rebuild a Job from payload() (a worker receives jobs this way), its host and ranks included."""
         host = payload.get("host")
         return cls(code=payload["code"], filename=payload["filename"], mode=payload["mode"], grade=payload["grade"],
@@ -65,7 +65,7 @@ class Result:
     stderr: str = ""
     duration_ms: int = 0
     limit_hit: LimitHit | None = None
-    report: dict | None = None
+    report: Report | None = None  # a graded job's facts (app/harness/contract.py)
     message: str = ""
 
     @classmethod

@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.harness.contract import DEFAULT_HOST, SimulatedHost, host_for
+from app.harness.contract import DEFAULT_HOST, PLAIN_CPU, SimulatedHost, host_for
 from app.harness.machine.devices import Devices
-from app.harness.machine.host import Host
 from app.harness.wording import messages, wording
 
-ONE_GPU, TWO_GPUS = Host(build="cuda", gpus=1), Host(build="cuda", gpus=2)
+ONE_GPU, TWO_GPUS = SimulatedHost(build="cuda", gpus=1), SimulatedHost(build="cuda", gpus=2)
 
 
 def _word(func, args, devices: dict, kwargs=None):
@@ -44,12 +43,12 @@ def test_simulated_gpus_count_what_cuda_visible_devices_shows_until_cuda_starts(
 def test_simulated_cuda_build_without_gpus_fails_as_a_real_one(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     with pytest.raises(RuntimeError, match="^Found no NVIDIA driver on your system"):
-        Devices(Host(build="cuda", gpus=0)).init()
+        Devices(SimulatedHost(build="cuda", gpus=0)).init()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(RuntimeError, match="^No CUDA GPUs are available$"):
         Devices(ONE_GPU).init()
     with pytest.raises(AssertionError, match=messages.NOT_COMPILED):
-        Devices(Host(build="macos-arm64", gpus=0, mps=True)).init()
+        Devices(SimulatedHost(build="macos-arm64", gpus=0, mps=True)).init()
 
 
 def test_simulated_gpu_labels_name_ordinals_and_the_current_device():
@@ -58,7 +57,7 @@ def test_simulated_gpu_labels_name_ordinals_and_the_current_device():
         == ["cuda:0", "cuda:0", "cuda:1", "cpu"]
     devices.current = 1
     assert devices.label("cuda") == "cuda:1" and devices.label(torch.device("cuda", 0)) == "cuda:0"
-    assert Devices(Host(build="macos-arm64", gpus=0, mps=True)).label(0) == "mps:0"
+    assert Devices(SimulatedHost(build="macos-arm64", gpus=0, mps=True)).label(0) == "mps:0"
 
 
 def test_two_simulated_gpus_in_one_elementwise_op_word_tensor_iterator():
@@ -90,4 +89,13 @@ def test_simulated_host_description_refuses_impossible_hosts():
         SimulatedHost(build="cpu", gpus=1)
     with pytest.raises(ValueError, match="between 0 and 8"):
         SimulatedHost(gpus=9)
-    assert Host.from_payload(DEFAULT_HOST.payload()) == Host(**{**DEFAULT_HOST.payload(), "capability": (9, 0)})
+    # one description on both sides: what the harness reads back is the host the app sent; no host is the plain CPU
+    assert SimulatedHost.from_payload(DEFAULT_HOST.payload()) == DEFAULT_HOST
+    assert SimulatedHost.from_payload(None) == PLAIN_CPU and not PLAIN_CPU.simulated
+    # the build's facts are data (machines/builds/): what it was compiled for, and what it lets the host have
+    mac, cpu = host_for(build="macos-arm64"), host_for(build="cpu")
+    assert (DEFAULT_HOST.accelerator, DEFAULT_HOST.cuda, DEFAULT_HOST.mps_built) == ("cuda", True, False)
+    assert (mac.accelerator, mac.cuda, mac.mps_built, mac.devices_present()) == ("mps", False, True, 1)
+    assert (cpu.accelerator, cpu.simulated, cpu.devices_present()) == (None, False, 0)
+    with pytest.raises(ValueError, match="only a build with MPS"):
+        SimulatedHost(build="cpu", gpus=0, mps=True)

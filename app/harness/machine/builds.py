@@ -18,9 +18,9 @@ from contextlib import contextmanager
 
 import torch
 
+from app.harness.contract import SimulatedHost
 from app.harness.machine.cuda_runtime import CudaRuntime, Patches
 from app.harness.machine.devices import Devices
-from app.harness.machine.host import Host
 
 _REAL_DEVICE = torch._C.device
 # lru-cached answers that belong to one build (kept here: the tracer wraps the public names)
@@ -99,13 +99,13 @@ class Availability:
         """Set torch's build flags (and a CUDA build's runtime) for the current host."""
         self.patches.restore()
         host, patches = self.devices.host, self.patches
-        if host.build == "cuda":
+        if host.cuda:
             self.runtime.install(patches)
         patches.set(torch._C, "_accelerator_getAccelerator", self.accelerator)
-        patches.set(torch._C, "_has_mps", host.build == "macos-arm64")
+        patches.set(torch._C, "_has_mps", host.mps_built)
         patches.set(torch._C, "_mps_is_available", lambda: self.devices.host.mps)
         # torch.cuda remembers whether CUDA was initialised and how many GPUs it found: per build
-        patches.set(torch.cuda, "_initialized", host.build == "cuda" and self.devices.initialized)
+        patches.set(torch.cuda, "_initialized", host.cuda and self.devices.initialized)
         patches.set(torch.cuda, "_cached_device_count", None)
         for cached in _CACHED:
             cached.cache_clear()
@@ -116,7 +116,7 @@ class Availability:
                 if getattr(_MODULES[name.rsplit(".", 1)[0]], name.rsplit(".", 1)[1], None) is not fn]
 
     @contextmanager
-    def scenario(self, host: Host):
+    def scenario(self, host: SimulatedHost):
         """Pretend, for the duration, to be another build with other devices."""
         initialized, generators = torch.cuda._initialized, torch.cuda.default_generators
         try:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import torch
 
-from app.harness.machine.host import Host
+from app.harness.contract import SimulatedHost
 from app.harness.wording import messages
 
 _REAL_DEVICE = torch._C.device  # the C type; `torch.device` may be replaced by builds.DeviceType
@@ -21,7 +21,7 @@ _REAL_DEVICE = torch._C.device  # the C type; `torch.device` may be replaced by 
 class Devices:
     """The devices of one simulated host, and the CUDA initialisation timeline."""
 
-    def __init__(self, host: Host):
+    def __init__(self, host: SimulatedHost):
         self.host = host
         self.visible: list[int] | None = None  # physical ordinals, fixed at initialisation
         self.current = 0  # the index torch.cuda.current_device() answers
@@ -36,7 +36,7 @@ class Devices:
     def _parse_visible(self) -> list[int]:
         """CUDA_VISIBLE_DEVICES as CUDA reads it: torch's own parser, trimmed at the first missing ordinal."""
         present = self.host.devices_present()
-        if self.host.build != "cuda":
+        if not self.host.cuda:
             return list(range(present))
         out = []
         for ordinal in torch.cuda._parse_visible_devices():
@@ -53,7 +53,7 @@ class Devices:
         """Initialise CUDA as the first GPU call does: fix the visible devices, or fail as a real host fails."""
         if self.visible is not None:
             return
-        if self.host.build != "cuda":
+        if not self.host.cuda:
             raise AssertionError(messages.NOT_COMPILED)
         if self.host.gpus == 0:
             raise RuntimeError(messages.NO_DRIVER)
@@ -94,7 +94,7 @@ class Devices:
 
     # ------------------------------------------------------------------ scenarios
     @contextmanager
-    def scenario(self, host: Host):
+    def scenario(self, host: SimulatedHost):
         """Pretend, for the duration, to be another host (a probe asking "and on a Mac?")."""
         saved = (self.host, self.visible, self.current)
         self.host, self.visible, self.current = host, None, 0

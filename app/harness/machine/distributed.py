@@ -203,7 +203,7 @@ class Distributed:
 
     def is_nccl_available(self) -> bool:
         """A CUDA build of torch has NCCL; the simulated one does too."""
-        if self.simulated and self.tracer.devices.host.build == "cuda":
+        if self.simulated and self.tracer.devices.host.cuda:
             return True
         return _ORIGINALS["is_nccl_available"]()
 

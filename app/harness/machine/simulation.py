@@ -221,7 +221,7 @@ class Simulation:
     def _factory(self, func, name, args, kwargs, device):
         target = self._target(device)
         if target is None:  # the host, or a device this build lacks (torch raises its own error)
-            pinned = bool(kwargs.get("pin_memory")) and self.devices.host.build == "cuda"
+            pinned = bool(kwargs.get("pin_memory")) and self.devices.host.cuda
             if pinned:  # host memory a CUDA build can pin (torch.empty(..., pin_memory=True))
                 kwargs = {**kwargs, "pin_memory": False}
             out = func(*args, **kwargs)

@@ -1,5 +1,10 @@
 """Simulated machines as data: one JSON profile per machine in this folder, read by one loader.
 
+A machine runs a torch build, itself a profile (builds/: the Linux CUDA wheel, the macOS arm64 wheel, the CPU-only
+wheel): the device type it was compiled for, whether it has CUDA (and so CUDA_VISIBLE_DEVICES, pinned memory,
+NCCL), whether it has MPS, the CUDA version it reports. The harness answers torch's build questions from these
+facts, never from a build's name, so a machine on a known build is one file here and nothing else.
+
 A profile is what a learner's program would find on that machine (the torch build, the card's name, memory as
 torch reports it, compute capability, SM count, bfloat16 support) and what the clock needs (peak FLOPS per
 dtype, memory bandwidth, the host link with its pinned and pageable rates, the GPU-to-GPU link). Every figure is
@@ -8,7 +13,8 @@ how it was derived or modeled. `null` values say the machine has no such thing o
 
 Adding a machine is adding a file here (or in the folder COURSE_SIM_MACHINES_DIR names, for a test's throw-away
 one); nothing else changes. The runner side (app/harness/contract.py) reads profiles and hands the harness the
-figures it needs in the job's payload; the harness never reads this folder.
+figures it needs in the job's payload. The harness reads only builds/ (in the fork server, before any job), so
+a probe may switch builds (ProbeAPI.scenario).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parent
 DEFAULT = "h100"
-BUILDS = ("cuda", "macos-arm64", "cpu")
+# the facts of a build profile (builds/<id>.json), each {"value", "source"}
+BUILD_FACTS = ("accelerator", "cuda", "mps_built", "cuda_version")
 # the figures every profile has, each a {"value", "source"} pair (nested groups by dotted path)
 FIGURES = ("name", "total_memory", "capability", "multiprocessors", "bf16",
            "peak_flops.fp64", "peak_flops.fp32", "peak_flops.tf32_tensor", "peak_flops.bf16_tensor",
@@ -30,6 +37,38 @@ FIGURES = ("name", "total_memory", "capability", "multiprocessors", "bf16",
 
 class MachineError(ValueError):
     """A profile that cannot be used, or a machine id no profile has (the message names the file or the ids)."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """A torch build: what the wheel was compiled for (builds/<id>.json)."""
+
+    id: str
+    title: str
+    accelerator: str | None  # the device type it was compiled for ("cuda", "mps"), None for a CPU-only wheel
+    cuda: bool  # compiled with CUDA: CUDA's runtime, CUDA_VISIBLE_DEVICES, pinned memory, NCCL
+    mps_built: bool  # torch.backends.mps.is_built()
+    cuda_version: str | None  # torch.version.cuda
+
+
+def _read_build(path: Path) -> Build:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("id") != path.stem:
+            raise MachineError(f"{path}: id {data.get('id')!r} must be the file's name ({path.stem!r})")
+        facts = {}
+        for fact in BUILD_FACTS:
+            leaf = data[fact]
+            if not isinstance(leaf, dict) or "value" not in leaf or not str(leaf.get("source") or "").strip():
+                raise MachineError(f"{path}: fact {fact!r} needs a value and a source")
+            facts[fact] = leaf["value"]
+        return Build(id=data["id"], title=str(data["title"]), **facts)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise MachineError(f"{path}: not a readable build profile ({type(exc).__name__}: {exc})") from None
+
+
+# every build, read once (also in the fork server, before any job: the harness needs them to switch builds)
+BUILDS: dict[str, Build] = {path.stem: _read_build(path) for path in sorted((FOLDER / "builds").glob("*.json"))}
 
 
 @dataclass(frozen=True)
@@ -79,7 +118,7 @@ def _check(data, path: Path) -> Machine:
     if data["id"] != path.stem:
         raise MachineError(f"{path}: id {data['id']!r} must be the file's name ({path.stem!r})")
     if data["build"] not in BUILDS:
-        raise MachineError(f"{path}: build {data['build']!r} is none of {', '.join(BUILDS)}")
+        raise MachineError(f"{path}: build {data['build']!r} is none of {', '.join(BUILDS)} (builds/)")
     if not isinstance(data["gpus"], int) or data["gpus"] < 0:
         raise MachineError(f"{path}: gpus must be a whole number >= 0")
     for figure in FIGURES:
@@ -90,10 +129,10 @@ def _check(data, path: Path) -> Machine:
         if not isinstance(leaf, dict) or "value" not in leaf or not str(leaf.get("source") or "").strip():
             raise MachineError(f"{path}: figure {figure!r} needs a value and a source "
                                '({"value": ..., "source": "where it was read"})')
-    if data["build"] == "cuda":
+    if BUILDS[data["build"]].cuda:
         for figure in ("name", "total_memory", "capability", "multiprocessors"):
             if _leaf(data, figure)["value"] in (None, ""):
-                raise MachineError(f"{path}: a CUDA machine needs a value for {figure!r}")
+                raise MachineError(f"{path}: a machine on a CUDA build needs a value for {figure!r}")
     return Machine(id=data["id"], title=data["title"], build=data["build"], gpus=data["gpus"],
                    mps=bool(data.get("mps", False)), path=path, data=data)
 
