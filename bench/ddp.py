@@ -31,7 +31,7 @@ from app import ROOT
 from app.content.exercises import load_exercise
 from app.grading.grader import build_job
 from bench.live import learner_client, percentile, submission_figures, submit_and_wait
-from bench.servers import site_server
+from tests.support.servers import site_server
 
 EXERCISE = "ddp-training"
 RUNS = 15

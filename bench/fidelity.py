@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.core.config import Settings
 from app.runner import BlockingRunner
-from tests.fidelity.corpus import compare, load_corpus
+from tests.support.corpus import compare, load_corpus
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -27,7 +27,7 @@ import httpx
 
 from app import ROOT
 from bench.live import percentile
-from bench.servers import free_port
+from tests.support.servers import free_port
 
 EXERCISE = "same-device"
 FLOOD = 'i = 0\nwhile True:\n    print("spam", i)\n    i += 1\n'

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.clients import Learner, ReaderStats, read_pages
-from bench.servers import site_server
+from tests.support.clients import Learner, ReaderStats, read_pages
+from tests.support.servers import site_server
 
 READERS = 20
 # seconds each reader pauses between pages: 20 readers then offer at most ~200 pages/s, below what this server

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from app import ROOT
-from bench.servers import site_server
+from tests.support.servers import site_server
 
 EXERCISE = "training-loop"
 EXERCISES = ("training-loop", "same-device", "pick-device", "bring-it-back")

@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.clients import EXERCISES, Learner, ReaderStats, read_pages, solutions
-from bench.servers import site_server
+from tests.support.clients import EXERCISES, Learner, ReaderStats, read_pages, solutions
+from tests.support.servers import site_server
 
 SUBMITTERS = 32
 PER_SUBMITTER = 10

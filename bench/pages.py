@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from bench.loadgen import hammer
-from bench.servers import UVICORN_FLAGS, site_env, site_server, uvicorn_server
+from tests.support.servers import UVICORN_FLAGS, site_env, site_server, uvicorn_server
 
 LESSON = "/lessons/training-loop"
 CONCURRENCY = 64

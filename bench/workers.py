@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.clients import Learner, solutions
-from bench.servers import site_server
-from bench.services import RedisServer
-from bench.tier import tier
+from tests.support.clients import Learner, solutions
+from tests.support.servers import site_server
+from tests.support.services import RedisServer
+from tests.support.tier import tier
 
 EXERCISE = "pick-device"
 SUBMISSIONS = 40

@@ -260,7 +260,7 @@ def sandbox(sandbox_settings):
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server (Debian's), started once per session as an unprivileged user in a temp dir."""
-    from bench.services import PostgresServer
+    from tests.support.services import PostgresServer
 
     with PostgresServer() as server:
         yield server
@@ -278,7 +278,7 @@ def postgres_template(postgres_server) -> str:
 @pytest.fixture
 def redis_server():
     """A real Redis server (Debian's redis-server) on a free port, for one test; see `tier_redis` for a module."""
-    from bench.services import RedisServer
+    from tests.support.services import RedisServer
 
     with RedisServer() as server:
         yield server
@@ -290,7 +290,7 @@ TEST_LEASE_S = "3"
 
 @pytest.fixture(scope="module")
 def tier_redis():
-    from bench.services import RedisServer
+    from tests.support.services import RedisServer
 
     with RedisServer() as server:
         yield server
@@ -299,7 +299,7 @@ def tier_redis():
 @pytest.fixture(scope="module")
 def running_tier(tier_redis, postgres_server, postgres_template, tmp_path_factory):
     """Two web servers and two workers (one job slot each) on one Redis and one PostgreSQL database."""
-    from bench.tier import tier
+    from tests.support.tier import tier
 
     url = postgres_server.create_database(f"tier_{uuid.uuid4().hex[:8]}", template=postgres_template)
     with tier(url, tier_redis.url, tmp_path_factory.mktemp("tier-logs"), webs=2, workers=2,

@@ -1,4 +1,4 @@
-"""The Verdict: what a learner sees after a run, check by check (DESIGN.md's Verdict JSON)."""
+"""The Verdict: what a learner sees after a run, check by check (the Verdict JSON of docs/grading.md)."""
 
 from __future__ import annotations
 

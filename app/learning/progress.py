@@ -185,15 +185,14 @@ def _merge_reads(session: Session, source_id: str, target_id: str) -> None:
 def _merge_exercises(session: Session, source_id: str, target_id: str) -> None:
     rows = session.scalars(select(ExerciseProgress).where(ExerciseProgress.learner_id == source_id)).all()
     for row in rows:
-        existing = session.get(ExerciseProgress, (target_id, row.exercise_slug))
-        if existing is None:
-            existing = ExerciseProgress(learner_id=target_id, exercise_slug=row.exercise_slug, attempts=0)
-            session.add(existing)
+        existing = _exercise_row(session, target_id, row.exercise_slug)
         existing.attempts = (existing.attempts or 0) + (row.attempts or 0)
         existing.first_attempt_at = _earliest(existing.first_attempt_at, row.first_attempt_at)
         existing.last_attempt_at = _latest(existing.last_attempt_at, row.last_attempt_at)
-        existing.passed_at = _earliest(existing.passed_at, row.passed_at)
         session.delete(row)
+        if row.passed_at is not None:  # the earliest pass wins, as mark_exercise_passed keeps it
+            session.flush()
+            mark_exercise_passed(session, learner_id=target_id, exercise_slug=row.exercise_slug, at=row.passed_at)
 
 
 @dataclass

@@ -15,7 +15,7 @@ FINAL_STATUSES = ("passed", "failed", "error", "timeout", "rejected")
 
 
 class Submission(Base):
-    """One run of a learner's code against an exercise; `verdict` holds DESIGN.md's Verdict JSON once done.
+    """One run of a learner's code against an exercise; `verdict` holds its Verdict JSON once done (docs/grading.md).
 
     The id is a random hex string, not a counter, so ids in URLs say nothing about other learners' runs.
     """

@@ -1,5 +1,5 @@
 """CeleryRunner: jobs go to `course worker` processes through Celery on Redis; their events come back on a
-Redis Stream per job (streams.py), so any web server can follow any job.
+Redis Stream per job (redis_streams.py), so any web server can follow any job.
 
 Two kinds of task (celery_app.py): a plain job (`submit`, the Runner protocol, for `course grade`, `run`,
 `check` and `doctor` pointed at the worker tier), and a stored submission (`send_submission`, used by
@@ -22,7 +22,7 @@ import anyio.to_thread
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
-from app.runner import redis_streams as streams
+from app.runner import redis_streams
 from app.runner.base import Busy, DoneEvent, Event, Job, OutputEvent, Result, Unavailable, check_source, new_job_id
 from app.runner.celery_app import GRADE_TASK, RUN_TASK, job_seconds, make_celery
 from app.sandbox.job_limits import Limits
@@ -94,7 +94,7 @@ class CeleryJobHandle:
                     "runs for its queue and can reach Redis"))
                 break
             try:
-                entries = await streams.read(self._runner.redis, self.id, after)
+                entries = await redis_streams.read(self._runner.redis, self.id, after)
             except (RedisError, OSError) as exc:
                 log.warning("reading job %s: %s; retrying", self.id, exc)
                 await asyncio.sleep(0.5)
@@ -165,7 +165,7 @@ class CeleryRunner:
 
     async def start(self) -> None:
         """Open the Redis client; nothing is contacted yet (the first submit says if Redis is unreachable)."""
-        self.redis = streams.connect(self.settings.celery_broker_url)
+        self.redis = redis_streams.connect(self.settings.celery_broker_url)
 
     async def stop(self) -> None:
         """Close the connections; jobs on the tier go on and store their verdicts."""

@@ -25,7 +25,7 @@ from app.content.exercises import Exercise
 from app.core.db import Database
 from app.learning import progress
 from app.models import Submission
-from app.runner import redis_streams as streams
+from app.runner import redis_streams
 from app.runner.base import Runner, Unavailable
 from app.submissions import leases
 
@@ -121,16 +121,16 @@ class _Follower:
     """Reads one job's stream from a cursor, turning a `start` after output into a `restart` event."""
 
     def __init__(self, client, job_id: str, after: str | None) -> None:
-        cursor, position = streams.resume_point(after) or ("0", None)
+        cursor, position = redis_streams.resume_point(after) or ("0", None)
         self.client, self.job_id, self.cursor = client, job_id, cursor
         self.seen = cursor != "0"  # the page holds output lines of an attempt (a reconnecting page does)
         # how far into stdout and stderr the page is in this attempt; None: it holds output, but not how much
         self.position: tuple[int, int] | None = position if self.seen else (0, 0)
 
-    async def read(self, block_ms: int | None = streams.BLOCK_MS):
+    async def read(self, block_ms: int | None = redis_streams.BLOCK_MS):
         """Return the next entries ([] when quiet), or None when Redis cannot be reached."""
         try:
-            return await streams.read(self.client, self.job_id, self.cursor, block_ms=block_ms)
+            return await redis_streams.read(self.client, self.job_id, self.cursor, block_ms=block_ms)
         except (RedisError, OSError) as exc:
             log.warning("reading the events of %s: %s", self.job_id, exc)
             return None
@@ -149,7 +149,7 @@ class _Follower:
                 self.seen = True
                 upto = data.pop("upto", None)
                 upto = self.position = tuple(upto) if upto else None
-            yield streams.event_id(entry_id, upto), kind, data
+            yield redis_streams.event_id(entry_id, upto), kind, data
 
 
 def _stored_events(submission: Submission, follower: _Follower) -> list[tuple[str, str, dict]]:

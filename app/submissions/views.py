@@ -30,7 +30,7 @@ def iso(value) -> str | None:
 
 
 def verdict_json(submission: Submission) -> dict:
-    """Return the Verdict JSON of a submission (DESIGN.md), plus its id, code and timings.
+    """Return the Verdict JSON of a submission (docs/grading.md, "The verdict"), plus its id, code and timings.
 
     While it is not finished, status is "queued" or "running" and checks are empty. Server paths are replaced
     (app/grading/paths.py) even in verdicts stored before that was done at grading time.

@@ -23,8 +23,7 @@ import socket
 from app.content.exercises import Exercise, load_exercise
 from app.core.db import Database
 from app.models import Submission
-from app.runner import BlockingRunner, Busy, Job, LocalRunner, OutputEvent, Rejected, Result
-from app.runner import redis_streams as streams
+from app.runner import BlockingRunner, Busy, Job, LocalRunner, OutputEvent, Rejected, Result, redis_streams
 from app.runner.celery_app import make_celery
 from app.runner.celery_runner import (
     CANCEL_PREFIX,
@@ -79,7 +78,7 @@ class WorkerService:
         self.redis = self.sandbox.call(self._connect())
 
     async def _connect(self):
-        return streams.connect(self.settings.celery_broker_url)
+        return redis_streams.connect(self.settings.celery_broker_url)
 
     def stop(self) -> None:
         """Stop the sandbox (running jobs end as errors; their leases run out and the sweeper re-queues them)."""
@@ -127,7 +126,7 @@ class WorkerService:
         if not await self._claim_plain(job_id, attempt):
             log.info("skipped job %s attempt %d: replaced, finished or running elsewhere", job_id, attempt)
             return None
-        writer = streams.EventWriter(self.redis, job_id, self.settings.runner_stream_ttl_s)
+        writer = redis_streams.EventWriter(self.redis, job_id, self.settings.runner_stream_ttl_s)
         writer.add("start", {"attempt": attempt, "worker": self.name})
         lease = asyncio.create_task(self._keep_plain_lease(job_id, attempt))
         try:
@@ -194,7 +193,7 @@ class WorkerService:
                 return "skipped"
             submission = session.get(Submission, submission_id)
             slug, code = submission.exercise_slug, submission.code
-        writer = streams.EventWriter(self.redis, submission_id, self.settings.runner_stream_ttl_s)
+        writer = redis_streams.EventWriter(self.redis, submission_id, self.settings.runner_stream_ttl_s)
         verdict = self.sandbox.call(self._grade(submission_id, attempt, slug, code, writer), timeout=None)
         with self.db.session(write=True) as session, session.begin():
             stored = leases.finish_attempt(session, submission_id=submission_id, attempt=attempt,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from tests.fidelity.outcome import metadata, outcome_of
+from tests.support.outcome import metadata, outcome_of
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS, EXPECTED = HERE / "programs", HERE / "expected"

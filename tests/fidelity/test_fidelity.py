@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fidelity.corpus import EXPECTED, compare, load_corpus
+from tests.support.corpus import EXPECTED, compare, load_corpus
 
 CORPUS = load_corpus()
 MIN_PROGRAMS = 40  # issue 12: at least forty programs in real-world styles

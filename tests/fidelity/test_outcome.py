@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.fidelity.outcome import differences, last_exception, metadata, normalise, outcome_of
+from tests.support.outcome import differences, last_exception, metadata, normalise, outcome_of
 
 TRACEBACK = """Traceback (most recent call last):
   File "x.py", line 3, in <module>

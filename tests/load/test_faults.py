@@ -19,8 +19,8 @@ import pytest
 
 from app import ROOT
 from app.core.config import Settings
-from bench.clients import Learner, solutions
-from bench.servers import site_server
+from tests.support.clients import Learner, solutions
+from tests.support.servers import site_server
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ import asyncio
 
 import pytest
 
-from bench.clients import EXERCISES, Learner, solutions
 from bench.load import load_run, lost, summarise
-from bench.servers import site_server
+from tests.support.clients import EXERCISES, Learner, solutions
+from tests.support.servers import site_server
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from app import ROOT
-from bench.clients import Learner
+from tests.support.clients import Learner
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import create_engine, text
 
-from bench.clients import EXERCISES, Learner, solutions
+from tests.support.clients import EXERCISES, Learner, solutions
 
 pytestmark = pytest.mark.slow
 

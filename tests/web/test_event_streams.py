@@ -10,8 +10,8 @@ from contextlib import AsyncExitStack
 from app.main import create_app
 from app.runner.batches import parse_position
 from app.runner.redis_streams import event_id, resume_point, valid_id
-from bench.clients import Learner
 from tests.helpers import LiveServer, make_settings, parse_sse
+from tests.support.clients import Learner
 
 # long enough to hold its streams open while the test opens more; far inside the sandbox's wall limit
 SLOW = "import time\nprint('started', flush=True)\ntime.sleep(4)\n"

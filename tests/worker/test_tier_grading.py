@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from app import ROOT
-from bench.clients import Learner
 from tests.helpers import parse_sse
+from tests.support.clients import Learner
 
 pytestmark = pytest.mark.slow
 

@@ -41,7 +41,7 @@ def slow_solution(lines: int, pause_s: float) -> str:
 @pytest.fixture(scope="module")
 def tier(tier_redis, postgres_server, postgres_template, tmp_path_factory):
     """One web server and no worker yet: each test starts the workers it needs (one with a skewed clock, say)."""
-    from bench.tier import tier as start_tier
+    from tests.support.tier import tier as start_tier
 
     url = postgres_server.create_database(f"recovery_{uuid.uuid4().hex[:8]}", template=postgres_template)
     with start_tier(url, tier_redis.url, tmp_path_factory.mktemp("recovery-logs"), webs=1, workers=0,
@@ -102,7 +102,7 @@ def course(tier, *args: str, **env: str) -> subprocess.CompletedProcess:
 @pytest.mark.skipif(FAKETIME_LIB is None, reason="needs libfaketime (Debian: apt-get install faketime)")
 def test_a_worker_whose_clock_is_a_minute_behind_runs_each_job_once(tier):
     """Its heartbeats carry the database's time, so a sweeper with the right clock never finds them stale."""
-    from bench.clients import Learner
+    from tests.support.clients import Learner
     from tests.worker.test_tier_grading import run
 
     skewed = start_worker(tier, LD_PRELOAD=FAKETIME_LIB, FAKETIME="-60s", FAKETIME_DONT_FAKE_MONOTONIC="1")
@@ -157,8 +157,8 @@ def test_a_page_reading_through_a_redis_outage_mid_run_gets_every_line_then_the_
     The page's stream goes on from the stored row, from exactly its position: every line once, then the verdict."""
     import asyncio
 
-    from bench.clients import Learner
     from tests.helpers import parse_sse
+    from tests.support.clients import Learner
     from tests.worker.test_tier_grading import run
 
     lines = 8
@@ -201,7 +201,7 @@ def test_a_regrade_whose_web_server_is_killed_is_taken_over_once_its_lease_ran_o
     button takes it over and finishes it (same regrade, every submission graded once), and `course regrade` runs."""
     import asyncio
 
-    from bench.clients import Learner
+    from tests.support.clients import Learner
     from tests.worker.test_tier_grading import run
 
     slug, count = "same-device", 6

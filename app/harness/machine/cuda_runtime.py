@@ -3,7 +3,7 @@
 torch.cuda, torch.accelerator and torch.backends are Python modules over a few dozen `torch._C._cuda_*` /
 `_accelerator_*` entry points (device count, current device, streams, memory statistics ...). A CPU-only wheel
 lacks them; `install()` provides them, answering from the simulated host (devices.py), its memory (memory.py)
-and its streams (streams.py). torch's own Python then runs unchanged: `_lazy_init`, `torch.cuda.device(i)`,
+and its streams (cuda_streams.py). torch's own Python then runs unchanged: `_lazy_init`, `torch.cuda.device(i)`,
 `set_device`, `memory_allocated`, `manual_seed_all`, argument checks and their messages are torch's.
 
 Entry points that are not simulated raise one line, `not simulated on this CPU-only host: <api>; it works on
@@ -16,8 +16,7 @@ import uuid
 
 import torch
 
-from app.harness.machine import cuda_streams as streams
-from app.harness.machine import parallel, unsimulated
+from app.harness.machine import cuda_streams, parallel, unsimulated
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
 from app.harness.wording import messages
@@ -106,7 +105,7 @@ class CudaRuntime:
 
     def __init__(self, devices: Devices, memory: Memory):
         self.devices, self.memory = devices, memory
-        self.streams = streams.StreamTable()
+        self.streams = cuda_streams.StreamTable()
         self.fractions: dict[int, float] = {}
 
     # ------------------------------------------------------------------ device selection
@@ -181,9 +180,9 @@ class CudaRuntime:
             "_cuda_setDevice": self.set_device,
             "_cuda_exchangeDevice": self.exchange_device,
             "_cuda_maybeExchangeDevice": self.maybe_exchange_device,
-            "_cuda_synchronize": streams.CLOCK.tick,
+            "_cuda_synchronize": cuda_streams.CLOCK.tick,
             "_cuda_getCurrentStream": lambda index: table.get_current(self._index(index)),
-            "_cuda_getDefaultStream": lambda index: (0, self._index(index), streams.CUDA_TYPE),
+            "_cuda_getDefaultStream": lambda index: (0, self._index(index), cuda_streams.CUDA_TYPE),
             "_cuda_setStream": table.set_current,
             "_cuda_getCurrentRawStream": lambda index: table.get_current(self._index(index))[0],
             "_cuda_isCurrentStreamCapturing": lambda: False,
@@ -215,7 +214,7 @@ class CudaRuntime:
             "_accelerator_setDeviceIndex": self.set_device,
             "_accelerator_exchangeDevice": self.exchange_device,
             "_accelerator_maybeExchangeDevice": self.maybe_exchange_device,
-            "_accelerator_synchronizeDevice": lambda index: streams.CLOCK.tick(),
+            "_accelerator_synchronizeDevice": lambda index: cuda_streams.CLOCK.tick(),
             "_accelerator_getStream": lambda index: torch.cuda.current_stream(index),
             "_accelerator_setStream": torch.cuda.set_stream,
             "_accelerator_isAllocatorInitialized": lambda: self.devices.initialized,
@@ -249,7 +248,7 @@ class CudaRuntime:
         cudnn = torch.backends.cudnn.m  # the module behind torch.backends.cudnn's flag properties
         patches.set(cudnn, "_init", lambda: True)
         patches.set(cudnn, "__cudnn_version", CUDNN_VERSION)
-        streams.install(patches)
+        cuda_streams.install(patches)
         parallel.install(patches)
         unsimulated.install(patches)
 

@@ -15,8 +15,7 @@ import re
 
 import torch
 
-from app.harness.machine import autocast, dataless
-from app.harness.machine import cuda_streams as streams
+from app.harness.machine import autocast, cuda_streams, dataless
 from app.harness.wording import messages, wording
 
 _ORIG_TENSOR_TO = torch._C.TensorBase.to
@@ -143,7 +142,7 @@ class Simulation:
             if label and name == "type" and len(args) == 1 and not kwargs:
                 return f"torch.{label.split(':')[0]}.{_LEGACY_TYPES.get(first.dtype, 'Tensor')}"
             if label and name in ("item", "tolist"):
-                streams.CLOCK.tick()  # reading a GPU value waits for the GPU
+                cuda_streams.CLOCK.tick()  # reading a GPU value waits for the GPU
             if label and name in dataless.READS and "_pt_nodata" in first.__dict__:
                 raise dataless.refuse(first, label)
         target = kwargs.get("device")
@@ -342,9 +341,9 @@ class Simulation:
         """A GPU-to-host copy: a blocking one waits for the GPU; a non-blocking one lands in pinned memory."""
         if non_blocking:
             out._pt_pinned = True  # torch allocates the destination pinned, so the copy really is asynchronous
-            out._pt_copied_at = streams.CLOCK.count
+            out._pt_copied_at = cuda_streams.CLOCK.count
         else:
-            streams.CLOCK.tick()
+            cuda_streams.CLOCK.tick()
 
     # ---------------------------------------------------------------- random numbers of a simulated GPU
     def _gpu_generator(self, label: str):

@@ -21,7 +21,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from app.harness.machine import cuda_streams as streams
+from app.harness.machine import cuda_streams
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
 from app.harness.machine.simulation import Simulation, tensors_in
@@ -258,7 +258,7 @@ class Tracer(Hooks, Simulation):
         else:
             copied_at = src.__dict__.get("_pt_copied_at")  # a non-blocking copy from a GPU landed here ...
             self.record(kind, force=bool(kwargs.get("force", False)),  # ... and the host has not waited since
-                        unsynced=copied_at is not None and copied_at == streams.CLOCK.count,
+                        unsynced=copied_at is not None and copied_at == cuda_streams.CLOCK.count,
                         prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
 
     def _map(self, name, args, kwargs, out, move) -> None:

@@ -21,8 +21,7 @@ from app.content.course import Course
 from app.core.db import Database
 from app.learning import dashboard
 from app.learning.csv_export import csv_text
-from app.submissions import history as verdicts
-from app.submissions import regrade
+from app.submissions import history, regrade
 from app.web.deps import CourseDep, InstructorUser, SessionDep, instructor
 from app.web.routes.exercises import ExerciseDep
 from app.web.templating import render
@@ -47,10 +46,10 @@ def summarised(request: Request) -> None:
     """Summarise runs finished since the last look (app.submissions.history), so the figures count every submission."""
     db: Database = request.app.state.db
     with db.session() as session:
-        if not verdicts.needs_catch_up(session):
+        if not history.needs_catch_up(session):
             return
     with db.session(write=True) as session, session.begin():
-        verdicts.summarise_new_runs(session)
+        history.summarise_new_runs(session)
 
 
 Summarised = Depends(summarised)

@@ -35,8 +35,44 @@ def test_every_profile_loads_and_names_a_source_for_each_figure():
     for m in found.values():
         for figure in machines.FIGURES:
             assert m.source(figure).strip(), (m.id, figure)
-        if m.build == "cuda":  # what torch would report agrees with the bf16 figure (capability >= 8.0)
+        if machines.BUILDS[m.build].cuda:  # what torch would report agrees with the bf16 figure (capability >= 8.0)
             assert m.value("bf16") == (m.value("capability")[0] >= 8), m.id
+
+
+def test_the_three_builds_are_profiles_with_a_source_for_each_fact():
+    assert set(machines.BUILDS) == {"cuda", "macos-arm64", "cpu"}
+    for build in machines.BUILDS:
+        data = json.loads((machines.FOLDER / "builds" / f"{build}.json").read_text())
+        assert all(str(data[fact]["source"]).strip() for fact in machines.BUILD_FACTS), build
+    assert [machines.BUILDS[b].accelerator for b in ("cuda", "macos-arm64", "cpu")] == ["cuda", "mps", None]
+
+
+THROWAWAY = Path(__file__).with_name("machines")  # one file: throwaway-card.json, two made-up cards of 12 GiB
+CARDS = ("import torch\n"
+         "for i in range(torch.cuda.device_count()):\n"
+         "    p = torch.cuda.get_device_properties(i)\n"
+         "    print(i, p.name, p.total_memory, (p.major, p.minor), p.multi_processor_count, sep='|')\n"
+         "print(torch.cuda.mem_get_info(1)[1], torch.cuda.is_bf16_supported(including_emulation=False), sep='|')\n"
+         "try:\n"
+         "    torch.empty(13 << 30, dtype=torch.uint8, device='cuda:1')\n"
+         "except torch.OutOfMemoryError as exc:\n"
+         "    print(str(exc).splitlines()[0])\n")
+
+
+def test_a_machine_added_as_one_file_in_a_test_folder_runs_a_program_through_course_run(tmp_path: Path):
+    """Adding a machine is adding its profile: this one lives in tests/harness/machines/, and nothing in app/
+    knows it (COURSE_SIM_MACHINES_DIR points there)."""
+    assert [p.name for p in THROWAWAY.iterdir()] == ["throwaway-card.json"]
+    assert "throwaway-card" not in machines.load_all()
+    script = tmp_path / "cards.py"
+    script.write_text(CARDS)
+    run = course("run", "--machine", "throwaway-card", str(script), COURSE_SIM_MACHINES_DIR=str(THROWAWAY))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    card = f"Throwaway Test Card 12GB|{12 << 30}|(8, 6)|46"
+    assert lines[:3] == [f"0|{card}", f"1|{card}", f"{12 << 30}|True"]
+    assert lines[3].startswith("CUDA out of memory. Tried to allocate 13.00 GiB. GPU 1 has a total capacity of "
+                               "12.00 GiB")
 
 
 def test_default_is_h100_with_the_memory_a_real_card_reports():

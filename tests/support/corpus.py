@@ -9,11 +9,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from app import ROOT
 from app.harness.contract import DEFAULT_HOST
 from app.runner import Job
-from tests.fidelity.outcome import Outcome, differences, metadata, outcome_of
+from tests.support.outcome import Outcome, differences, metadata, outcome_of
 
-HERE = Path(__file__).resolve().parent
+HERE = ROOT / "tests" / "fidelity"  # the corpus: its programs and what each must do
 PROGRAMS, EXPECTED = HERE / "programs", HERE / "expected"
 
 

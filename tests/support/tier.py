@@ -15,8 +15,8 @@ from contextlib import contextmanager
 import redis
 
 from app import ROOT
-from bench.servers import free_port, migrate, wait_ready
-from bench.services import spawn
+from tests.support.servers import free_port, migrate, wait_ready
+from tests.support.services import spawn
 
 # seconds a worker gets to warm its sandbox (torch import, warm-up) on a loaded 2-core machine
 WORKER_START_TIMEOUT_S = 180

@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.servers import free_port
+from tests.support.servers import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"
 PR_SET_PDEATHSIG = 1

@@ -12,7 +12,7 @@ from app.content.course import load_course
 from app.core.db import Database
 from app.learning import dashboard, progress
 from app.models import Submission
-from app.submissions import history as verdicts
+from app.submissions import history
 from app.submissions.finish import finish
 from tests.helpers import make_settings, small_course
 
@@ -82,11 +82,11 @@ def test_the_number_of_queries_does_not_grow_with_the_class(tmp_path, course, le
     db = Database(settings.database_url)
     fill(db, 5)
     with db.session(write=True) as session, session.begin():
-        verdicts.summarise_new_runs(session)
+        history.summarise_new_runs(session)
     few = statements(db, everything(course))
     fill(db, learners)
     with db.session(write=True) as session, session.begin():
-        assert verdicts.summarise_new_runs(session) == learners * 3 + (learners + 2) // 3
+        assert history.summarise_new_runs(session) == learners * 3 + (learners + 2) // 3
     many = statements(db, everything(course))
     db.dispose()
     assert many == few
@@ -97,9 +97,9 @@ def test_figures_of_a_class(tmp_path, course):
     db = Database(settings.database_url)
     fill(db, 9)
     with db.session(write=True) as session, session.begin():
-        assert verdicts.needs_catch_up(session)
-        verdicts.summarise_new_runs(session)
-        assert not verdicts.needs_catch_up(session)
+        assert history.needs_catch_up(session)
+        history.summarise_new_runs(session)
+        assert not history.needs_catch_up(session)
     with db.session() as session:
         [figures] = dashboard.exercise_figures(session, exercises=[course.exercises[EXERCISE]])
         [alpha, _beta] = dashboard.lesson_figures(session, course=course)
@@ -119,7 +119,7 @@ def test_figures_of_a_class(tmp_path, course):
     ("", None),
 ])  # fmt: skip
 def test_the_exception_line_is_the_last_one_python_printed(stderr, line):
-    assert verdicts.exception_line(stderr) == line
+    assert history.exception_line(stderr) == line
 
 
 def test_a_catch_up_that_meets_rows_written_meanwhile_reads_again(tmp_path, monkeypatch):
@@ -129,9 +129,9 @@ def test_a_catch_up_that_meets_rows_written_meanwhile_reads_again(tmp_path, monk
     db = Database(settings.database_url)
     fill(db, 2)
     with db.session(write=True) as session, session.begin():
-        assert verdicts.summarise_new_runs(session) == 7
+        assert history.summarise_new_runs(session) == 7
     fill(db, 1)  # learner 0 again: four more runs, not summarised yet
-    real, calls = verdicts._unsummarised, []
+    real, calls = history._unsummarised, []
 
     def stale_first(exercise_slug):
         """The first read sees every finished run, as if none had been summarised yet."""
@@ -140,9 +140,9 @@ def test_a_catch_up_that_meets_rows_written_meanwhile_reads_again(tmp_path, monk
             return real(exercise_slug)
         return select(Submission.id, Submission.status, Submission.verdict, Submission.finished_at)
 
-    monkeypatch.setattr(verdicts, "_unsummarised", stale_first)
+    monkeypatch.setattr(history, "_unsummarised", stale_first)
     with db.session(write=True) as session, session.begin():
-        assert verdicts.summarise_new_runs(session) == 4
+        assert history.summarise_new_runs(session) == 4
     db.dispose()
     assert len(calls) == 2
 
@@ -168,9 +168,9 @@ Root Cause (first observed failure):
 
 
 def test_a_crash_in_any_rank_of_a_ddp_attempt_counts_as_its_exception(tmp_path, course):
-    assert verdicts.exception_line(DDP_STDERR) == "ValueError: sampler option is mutually exclusive with shuffle"
+    assert history.exception_line(DDP_STDERR) == "ValueError: sampler option is mutually exclusive with shuffle"
     rank0_only = DDP_STDERR.replace("[default1]:[rank1]: ValueError", "[default1]:[rank1]: X")
-    assert verdicts.exception_line(rank0_only).startswith("torch.distributed.DistBackendError: NCCL error in")
+    assert history.exception_line(rank0_only).startswith("torch.distributed.DistBackendError: NCCL error in")
     settings = make_settings(tmp_path, migrate=True)
     db = Database(settings.database_url)
     with db.session(write=True) as session, session.begin():
@@ -178,7 +178,7 @@ def test_a_crash_in_any_rank_of_a_ddp_attempt_counts_as_its_exception(tmp_path, 
         finish(session, submission_id=submission.id,
                                    verdict=verdict("failed", "runs", DDP_STDERR))
     with db.session(write=True) as session, session.begin():
-        verdicts.summarise_new_runs(session)
+        history.summarise_new_runs(session)
     with db.session() as session:
         [figures] = dashboard.exercise_figures(session, exercises=[course.exercises[EXERCISE]])
     db.dispose()
