@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,21 @@ class Lesson:
         entries += [(line, 3, f"exercise-{arg}", arg) for name, arg, line in self.facts.directives
                     if name == "exercise"]
         return [(level, anchor, text) for _line, level, anchor, text in sorted(entries, key=lambda e: e[0])]
+
+    def outline_tree(self, exercises: Container[str]) -> list[tuple[str, str, list[tuple[str, str]]]]:
+        """Return the outline nested: (anchor, text, [(anchor, text) of its level-3 entries]) per section, so
+        "On this page" numbers the sections 1, 2, 3 and what sits under one takes no number from them. An
+        exercise not in `exercises` (one that failed to load) is left out; a level-3 entry before any section is a
+        section of its own."""
+        tree: list[tuple[str, str, list[tuple[str, str]]]] = []
+        for level, anchor, text in self.outline():
+            if anchor.startswith("exercise-") and text not in exercises:
+                continue
+            if level == 3 and tree:
+                tree[-1][2].append((anchor, text))
+            else:
+                tree.append((anchor, text, []))
+        return tree
 
     def unplaced_exercises(self) -> list[str]:
         """Return front-matter exercises that no directive places; the page lists them at the end."""

@@ -27,9 +27,10 @@ from the top. On your own machine with an NVIDIA GPU: `pip install torch jupyter
 
 What will differ from the simulation: the card (`torch.cuda.get_device_name()` says `Tesla T4` on Colab, with
 about 15 GiB, not the simulated card's name and size); the first CUDA call takes a few seconds; timings are real ones;
-random numbers drawn on the GPU and the last digits of float results differ; a program can run out of GPU memory
-(`torch.OutOfMemoryError`), which the simulation never reported; a T4 has no fast bfloat16 (use float16 with
-autocast); and nobody grades the code there: the checklist is yours to tick."""
+random numbers drawn on the GPU and the last digits of float results differ; a T4 has far less memory than the
+course's default simulated card (an H100's 80 GB), so a program that fitted there can run out
+(`torch.OutOfMemoryError`); a T4 has no fast bfloat16 (use float16 with autocast); and nobody grades the code
+there: the checklist is yours to tick."""
 
 # a notebook has no site around it: the page's own links (/lessons/..., /static/...) need the site's address
 SITE_LINK = re.compile(r"\]\((/[^)\s]*)")

@@ -116,8 +116,9 @@ def mark_unreached(results: list[CheckResult], facts: Facts) -> list[CheckResult
     check whose subject comes later ("the loss was never printed", "optimizer.step() never ran"). The rule,
     the same for every exercise: a failed check that names no line has found nothing of its own to blame; when
     the program stopped early, that absence is the stop's doing. Its message becomes `not reached: the program
-    stopped at line N` and `reached` becomes False. Checks that name a line (the one that explains the stop,
-    or a mistake made before it) keep their own words. A check that passed only because nothing it looks for
+    stopped at line N` (`not reached: nothing ran, line N is not valid Python` for a syntax error, which stops the
+    file before its first line runs) and `reached` becomes False. Checks that name a line (the one that explains
+    the stop, or a mistake made before it) keep their own words. A check that passed only because nothing it looks for
     happened (`vacuous`: no two devices met) is not reached either: a program stopped at a syntax error ran none
     of it. When none of them names the line where an exception
     stopped the program, the first such check reports the exception there instead: the crash is always a
@@ -126,15 +127,29 @@ def mark_unreached(results: list[CheckResult], facts: Facts) -> list[CheckResult
     line = facts.stopped_line
     if line is None:
         return results
-    out = [r if (r.passed and not r.vacuous) or r.line is not None else
-           CheckResult(id=r.id, passed=False, message=f"not reached: the program stopped at line {line}",
-                       line=None, reached=False) for r in results]
     exc = facts.outcome.get("exception")
+    # Python refuses a file with a syntax error before its first line runs: nothing "stopped" at line N
+    why = f"nothing ran, line {line} is not valid Python" if not compiles(facts.code) else \
+        f"the program stopped at line {line}"
+    out = [r if (r.passed and not r.vacuous) or r.line is not None else
+           CheckResult(id=r.id, passed=False, message=f"not reached: {why}", line=None, reached=False)
+           for r in results]
     if exc and not any(not r.passed and r.line == line for r in out):
         first = next((i for i, r in enumerate(out) if not r.reached), None)
         if first is not None:
             out[first] = CheckResult(id=out[first].id, passed=False, message=crash_message(exc), line=line)
     return out
+
+
+def compiles(code: str | None) -> bool:
+    """True unless the code is not valid Python (unknown code counts as valid: the run says more than a guess)."""
+    try:
+        compile(code or "", "main.py", "exec", dont_inherit=True)  # compiles, never runs: nothing of it executes
+    except (SyntaxError, ValueError):
+        return False
+    except (RecursionError, MemoryError):  # nesting too deep for the compiler here: let the run's own words stand
+        return True
+    return True
 
 
 def crash_message(exc: dict) -> str:

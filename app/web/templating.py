@@ -8,6 +8,7 @@ none of them touches the database: routes compute what a page shows and pass it 
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache, partial
 from pathlib import Path
 
@@ -93,11 +94,16 @@ def code_spans_filter(text: str | None) -> Markup:
     return Markup("").join(Markup("<code>%s</code>") % p if i % 2 else escape(p) for i, p in enumerate(parts))
 
 
+# a bracket in a verdict's device: "cuda:0 (simulated on CPU)", "cuda:0, cuda:1 (2 ranks, simulated on CPU)"
+DEVICE_BRACKET = re.compile(r" \(([^()]*)\)")
+
+
 def status_where(duration_ms: int | None, device: str | None) -> str:
-    """'61 ms on cuda:0, simulated on CPU' (one level of brackets in the status line); no device when unknown."""
+    """'61 ms on cuda:0, simulated on CPU' (one level of brackets in the status line, whatever device the verdict
+    names: one GPU, the ranks of a job, a real card); no device when unknown."""
     if duration_ms is None:
         return ""
-    label = (device or "").replace(" (simulated on CPU)", ", simulated on CPU")
+    label = DEVICE_BRACKET.sub(r", \1", device or "")
     return f"{duration_ms} ms on {label}" if label else f"{duration_ms} ms"
 
 

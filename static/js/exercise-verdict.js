@@ -80,8 +80,9 @@
 
   /** The status line: what happened, how long it took and on which device. */
   function statusText(verdict) {
-    // one level of brackets: "(61 ms on cuda:0, simulated on CPU)"; no device when the verdict names none
-    const device = (verdict.device || "").replace(" (simulated on CPU)", ", simulated on CPU");
+    // one level of brackets: "(61 ms on cuda:0, simulated on CPU)", "(… on cuda:0, cuda:1, 2 ranks, simulated on
+    // CPU)"; no device when the verdict names none (app/web/templating.py's status_where says the same)
+    const device = (verdict.device || "").replace(/ \(([^()]*)\)/g, ", $1");
     const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms${device ? ` on ${device}` : ""})` : "";
     return (STATUS_TEXT[verdict.status] || verdict.status) + ms;
   }

@@ -243,7 +243,9 @@
       if (this.running) return;
       clearTimeout(this.retryTimer);
       this.running = true;
-      this.runButton.disabled = true;
+      // aria-disabled, not disabled: a disabled button loses the keyboard focus, which then falls back to the
+      // page, and a learner who pressed Enter on Run would have to find the panel again (this.running guards)
+      this.runButton.setAttribute("aria-disabled", "true");
       this.output.start();
       this.checks.replaceChildren();
       Placement.clear(this);
@@ -326,6 +328,8 @@
       const advice = this.root.querySelector(".exercise-advice");
       if (advice) Verdict.renderAdvice(advice, verdict);
       Placement.show(this, verdict);
+      const simulated = this.root.querySelector(".exercise-simulated");
+      if (simulated) simulated.hidden = !/simulated/.test(verdict.device || "");
       this.finish(Verdict.statusText(verdict), verdict.status);
       if (verdict.status === "passed") this.markPassed();
       this.loadHistory(false);
@@ -344,7 +348,7 @@
     finish(text, kind) {
       this.setStatus(text, kind);
       this.running = false;
-      this.runButton.disabled = false;
+      this.runButton.removeAttribute("aria-disabled");
     }
   }
 

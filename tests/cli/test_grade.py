@@ -31,3 +31,21 @@ def test_course_grade_exit_codes_and_json(tmp_path):
     assert cli.invoke(main, ["grade", "no-such-exercise", str(ROOT / "README.md")], env=_env(tmp_path)).exit_code == 2
     assert cli.invoke(main, ["grade", "same-device", str(tmp_path / "missing.py")], env=_env(tmp_path)).exit_code == 2
     assert cli.invoke(main, ["grade", "same-device"], env=_env(tmp_path)).exit_code == 2
+
+
+@pytest.mark.slow  # one command, starting a sandbox
+def test_course_grade_rows_name_their_check_and_point_at_the_cause(tmp_path):
+    """Issue 29's verdict wording as `course grade` prints it: every row starts with its check's id, so "the same
+    cause as `batch_on_device` above" can be followed; a row never reached names its check; the batch advice
+    moves inputs and targets together; the line is said once per row."""
+    wrong = ROOT / "exercises/training-loop/wrong/batch_not_moved.py"
+    result = CliRunner().invoke(main, ["grade", "training-loop", str(wrong)], env=_env(tmp_path))
+    assert result.exit_code == 1, result.output
+    rows = {line.split()[1]: line for line in result.output.splitlines() if line[:6] in ("  PASS", "  FAIL", "  ----")}
+    assert list(rows) == ["runs", "picks_device", "model_on_device", "model_moved_once", "batch_on_device",
+                          "same_device", "loss_item", "trains"]
+    assert rows["batch_on_device"].startswith("  FAIL batch_on_device  line 20: ")
+    assert "`xb, yb = xb.to(device), yb.to(device)`" in rows["batch_on_device"]
+    assert rows["same_device"] == "  FAIL same_device  line 20: the same cause as `batch_on_device` above."
+    assert rows["trains"] == "  ---- trains  not reached: the program stopped at line 20"
+    assert all(row.count("line 20") <= 1 for row in rows.values())

@@ -39,6 +39,9 @@ def test_lesson_3_runs_the_starter_on_two_ranks_then_the_ddp_solution_passes(liv
     # The starter, as it is: lesson 4's single-GPU loop, started twice as torchrun would.
     panel.locator(".exercise-run").click()
     expect(panel.locator(".exercise-status")).to_contain_text("Not yet", timeout=30_000)
+    # both ranks' GPUs in one level of brackets, and the output says they were simulated (issue 29)
+    expect(panel.locator(".exercise-status")).to_contain_text(" ms on cuda:0, cuda:1, 2 ranks, simulated on CPU)")
+    expect(panel.locator(".exercise-simulated")).to_be_visible()
     output = panel.locator(".exercise-output")
     for rank in (0, 1):  # each rank's lines, with torchrun's --tee prefix
         expect(output).to_contain_text(f"[default{rank}]:epoch 4: loss")

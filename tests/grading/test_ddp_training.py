@@ -8,6 +8,7 @@ per-rank messages, and cheating that a launcher makes possible.
 from __future__ import annotations
 
 from app.core.config import ROOT
+from app.submissions import history as verdicts
 
 # the check ids, in its order
 CHECKS = ["runs", "process_group", "rank_device", "ddp_wrapped", "sharded_data", "set_epoch", "in_sync", "rank0_only"]
@@ -72,12 +73,16 @@ def test_the_first_failing_ranks_traceback_comes_first_and_the_others_are_stoppe
     stopped = [line for line in stderr[:root] if line.startswith("  exitcode  : -15 (pid: ")]
     assert len(stopped) == 1 and stopped[0].endswith(" (SIGTERM)")  # rank 0, stopped while it waited
     assert "unreachable" not in verdict.stdout
+    # the instructor dashboard counts this attempt's exception: the failing rank's, not torchrun's summary
+    assert verdicts.exception_line(verdict.stderr) == "ValueError: rank one broke"
 
 
 def test_every_rank_on_cuda0_meets_nccls_duplicate_gpu_error_and_is_told_its_own_gpu(grade):
     verdict = grade("ddp-training", (WRONG / "every_rank_on_cuda0.py").read_text())
     runs = verdict.checks[0]
     assert "DistBackendError: Duplicate GPU detected : rank" in runs.message
+    # the dashboard's exception for this attempt: the first line of NCCL's message, as torch prints it
+    assert verdicts.exception_line(verdict.stderr).startswith("torch.distributed.DistBackendError: NCCL error in:")
     assert "both on CUDA device 18000" in runs.message
     device = next(c for c in verdict.checks if c.id == "rank_device")
     assert device.message.startswith("rank 1: line 22: the model went to cuda:0 (every rank put it there)")

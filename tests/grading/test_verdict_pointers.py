@@ -65,7 +65,7 @@ def test_a_syntax_error_ticks_no_device_check(grade):
     verdict = grade("same-device", (FINDINGS / "syntax_error.txt").read_text())
     assert [c.id for c in verdict.checks if c.passed] == []
     same = _check(verdict, "same_device")
-    assert same.reached is False and same.message == "not reached: the program stopped at line 4"
+    assert same.reached is False and same.message == "not reached: nothing ran, line 4 is not valid Python"
 
 
 def test_a_timeout_names_no_cpu_and_blames_the_syncs_of_a_printing_loop(grade):

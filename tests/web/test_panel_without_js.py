@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from app import ROOT
+from app.web.templating import status_where
 
 LESSON = "/lessons/training-loop"
 
@@ -99,3 +100,13 @@ def test_check_rows_name_their_check_say_their_line_once_and_the_status_nests_no
     assert "ms on cuda:0, simulated on CPU)" in status and "(simulated on CPU))" not in status
     table = panel[panel.index('class="placement-table"'):panel.index("</table>", panel.index("placement-table"))]
     assert "`" not in table
+    # the output of a simulated run says so where it is read, not only in the status line (issue 29)
+    assert '<p class="exercise-simulated">Simulated: the GPUs in this run were the server' in panel
+
+
+def test_the_status_keeps_one_level_of_brackets_for_the_ranks_of_a_job_and_a_real_card():
+    # the devices a DDP verdict names (tests/grading/test_ddp_training.py) and a real GPU's (harness session)
+    assert status_where(812, "cuda:0, cuda:1 (2 ranks, simulated on CPU)") == \
+        "812 ms on cuda:0, cuda:1, 2 ranks, simulated on CPU"
+    assert status_where(61, "cuda:0 (NVIDIA H100 80GB HBM3)") == "61 ms on cuda:0, NVIDIA H100 80GB HBM3"
+    assert status_where(61, "") == "61 ms"  # a run stopped by a limit names no device

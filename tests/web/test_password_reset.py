@@ -4,6 +4,7 @@ server on 127.0.0.1, aiosmtpd), and answers unknown addresses exactly as known o
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import timedelta
 
@@ -125,9 +126,12 @@ def test_the_command_refuses_an_unknown_email(app, reset_link):
     assert result.exit_code == 1 and "no account for nobody@example.org" in result.output
 
 
-def test_without_mail_forgot_says_whom_to_ask(client):
-    page = client.get("/forgot").text
-    assert "course users reset-link" in page and 'action="/forgot"' not in page
+def test_without_mail_forgot_says_whom_to_ask_and_the_operator_finds_the_command_in_the_log(client, caplog):
+    with caplog.at_level(logging.INFO, logger="app.web.routes.reset"):
+        page = client.get("/forgot").text
+    assert "Ask your instructor, or whoever runs the course" in page and 'action="/forgot"' not in page
+    assert "course users" not in page  # an operator's command is no use to a learner (issue 29)
+    assert "`course users reset-link EMAIL`" in caplog.text
 
 
 # --- with a mail server -------------------------------------------------------------------------------------

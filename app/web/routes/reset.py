@@ -47,6 +47,9 @@ def _mail_link(limiter: Limiter, db: Database, settings: Settings, email: str) -
 @router.get("/forgot", include_in_schema=False)
 def forgot_page(request: Request):
     settings: Settings = request.app.state.settings
+    if not settings.smtp_url:  # the learner is told to ask a person; that person finds the command here
+        log.info("someone opened /forgot, and COURSE_SMTP_URL is empty, so it asks them to request a link from you: "
+                 "make one with `course users reset-link EMAIL` (or set COURSE_SMTP_URL to mail it)")
     return render(request, "auth/forgot.html", sent=False, mail_enabled=bool(settings.smtp_url),
                   minutes=max(1, settings.reset_link_ttl_s // 60))  # fmt: skip
 
