@@ -2,6 +2,16 @@
 
 from app.models.base import Base, UTCDateTime, utcnow
 from app.models.comment import Comment, CommentReport
+from app.models.lti import (
+    LtiContext,
+    LtiGrade,
+    LtiIdentity,
+    LtiKey,
+    LtiLineItem,
+    LtiLogin,
+    LtiMember,
+    LtiPlatform,
+)
 from app.models.password_reset import PasswordReset
 from app.models.progress import ExerciseProgress, Learner, LessonRead
 from app.models.regrade import REGRADE_STATUSES, Regrade, SubmissionVerdict
@@ -28,4 +38,12 @@ __all__ = [
     "Regrade",
     "REGRADE_STATUSES",
     "SubmissionVerdict",
+    "LtiPlatform",
+    "LtiKey",
+    "LtiLogin",
+    "LtiContext",
+    "LtiMember",
+    "LtiIdentity",
+    "LtiLineItem",
+    "LtiGrade",
 ]
