@@ -1,6 +1,7 @@
 """SQLAlchemy tables. Import from here: every model is registered on `Base.metadata` for Alembic."""
 
 from app.models.base import Base, UTCDateTime, utcnow
+from app.models.classroom import MEMBER_ROLES, REVEAL_KINDS, Deadline, Reveal, Section, SectionMember
 from app.models.comment import Comment, CommentReport
 from app.models.password_reset import PasswordReset
 from app.models.progress import ExerciseProgress, Learner, LessonRead
@@ -28,4 +29,10 @@ __all__ = [
     "Regrade",
     "REGRADE_STATUSES",
     "SubmissionVerdict",
+    "Reveal",
+    "REVEAL_KINDS",
+    "Section",
+    "SectionMember",
+    "MEMBER_ROLES",
+    "Deadline",
 ]

@@ -20,6 +20,7 @@ from app.core.errors import Refusal
 from app.runner.base import Busy, Rejected, Unavailable
 from app.submissions.live import Refused
 from app.submissions.regrade import RegradeError
+from app.submissions.views import RevealRefused
 from app.web.deps import SignInRequired
 from app.web.templating import render
 
@@ -146,6 +147,7 @@ HANDLERS = {
     ResetLinkInvalid: refusal,
     RegradeError: refusal,
     Refused: refusal,
+    RevealRefused: refusal,
     Rejected: rejected,
     Busy: busy,
     Unavailable: unavailable,
