@@ -3,6 +3,16 @@
 from app.models.base import Base, UTCDateTime, utcnow
 from app.models.classroom import MEMBER_ROLES, REVEAL_KINDS, Deadline, Reveal, Section, SectionMember
 from app.models.comment import Comment, CommentReport
+from app.models.lti import (
+    LtiContext,
+    LtiGrade,
+    LtiIdentity,
+    LtiKey,
+    LtiLineItem,
+    LtiLogin,
+    LtiMember,
+    LtiPlatform,
+)
 from app.models.password_reset import PasswordReset
 from app.models.progress import ExerciseProgress, Learner, LessonRead
 from app.models.regrade import REGRADE_STATUSES, Regrade, SubmissionVerdict
@@ -35,4 +45,12 @@ __all__ = [
     "SectionMember",
     "MEMBER_ROLES",
     "Deadline",
+    "LtiPlatform",
+    "LtiKey",
+    "LtiLogin",
+    "LtiContext",
+    "LtiMember",
+    "LtiIdentity",
+    "LtiLineItem",
+    "LtiGrade",
 ]

@@ -2,8 +2,8 @@
 assistants), deadlines per exercise and section, submissions.code_digest and submissions.uncounted (attempts that
 ran nothing new), and the role "ta" for users.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-04 11:35:16.688174
 
 """
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = '0007'
-down_revision: Union[str, Sequence[str], None] = '0006'
+revision: str = '0008'
+down_revision: Union[str, Sequence[str], None] = '0007'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
