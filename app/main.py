@@ -8,9 +8,10 @@ runner backend is one more row.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -21,6 +22,7 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from app.core.config import Settings, get_settings
 from app.core.db import Database
+from app.lti import passback
 from app.runner.base import Runner
 from app.runner.local import LocalRunner
 from app.submissions import regrade
@@ -121,6 +123,16 @@ ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.r
            exercises.router, instructor.router, moderation.router, openapi_pages.router, downloads.router, lti.router)
 
 
+def exercise_label(app: FastAPI) -> Callable[[str], str]:
+    """An exercise's title in the course the app serves now (an LMS's gradebook column is named after it)."""
+
+    def label(slug: str) -> str:
+        exercise = app.state.course.exercises.get(slug)
+        return exercise.title if exercise is not None else slug
+
+    return label
+
+
 def middleware(settings: Settings, db: Database) -> list[Middleware]:
     """Return the middleware, outermost first. Each one relies on those above it:
 
@@ -165,10 +177,15 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         app.state.runner = chosen.runner(settings)
         await app.state.runner.start()
         app.state.live = chosen.hub(db, app.state.runner)
+        # grades waiting for an LMS (app/lti/passback.py): the after-verdict hook queues them, this loop posts them
+        sender = asyncio.get_running_loop().create_task(passback.run_sender(db, settings, exercise_label(app)))
         try:
             async with lessons.content_watcher(app, settings, watch_content):
                 yield
         finally:
+            sender.cancel()
+            with suppress(asyncio.CancelledError):
+                await sender
             try:
                 await app.state.live.close()
             finally:

@@ -80,3 +80,31 @@ def rotate_key() -> None:
             click.echo(f"the tool now signs with key {row.kid}; /lti/jwks publishes it and the one before it")
     finally:
         db.dispose()
+
+
+@lti.command("send")
+@click.option("--every", type=float, default=None,
+              help="Send again every SECONDS until stopped (default: one pass, then exit).")
+def send(every: float | None) -> None:
+    """Post the grades waiting in the outbox to their LMSs (the site does this every COURSE_LTI_SEND_INTERVAL_S)."""
+    import time
+
+    from app.content.exercises import load_exercises
+    from app.lti import passback
+
+    settings = get_settings()
+    titles = {slug: exercise.title for slug, exercise in load_exercises(settings.exercises_dir).items()}
+    db = _database()
+    try:
+        while True:
+            done = passback.send_due(db, settings, label=lambda slug: titles.get(slug, slug))
+            with db.session() as session:
+                left = passback.waiting(session)
+            click.echo(f"sent {done.sent}, failed {len(done.failed)}, waiting {left}")
+            for line in done.failed:
+                click.echo(f"  {line}", err=True)
+            if every is None:
+                raise SystemExit(1 if done.failed else 0)
+            time.sleep(every)
+    finally:
+        db.dispose()

@@ -31,5 +31,7 @@ def test_add_platform_twice_updates_it_and_rotate_key_makes_a_new_one(tmp_path, 
         assert listed.output.count("canvas:") == 1
         rotated = cli.invoke(main, ["lti", "rotate-key"])
         assert rotated.exit_code == 0 and "now signs with key" in rotated.output
+        sent = cli.invoke(main, ["lti", "send"])
+        assert sent.exit_code == 0 and sent.output.strip() == "sent 0, failed 0, waiting 0"
     finally:
         get_settings.cache_clear()
