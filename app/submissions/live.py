@@ -190,7 +190,8 @@ class LiveHub:
         grading = prepare(exercise, code, limits=self.runner.limits)
         handle = await self.runner.submit(grading.job)
         try:
-            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code)
+            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code,
+                                                           exercise.starter)
         except BaseException:  # the database failed, or the request went away: stop the run too
             await asyncio.shield(handle.cancel())
             raise
@@ -200,10 +201,10 @@ class LiveHub:
         task.add_done_callback(self._tasks.discard)
         return submission_id
 
-    def _record(self, learner_id: str, exercise_slug: str, code: str) -> str:
+    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None) -> str:
         with self.db.session(write=True) as session, session.begin():
             submission = progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
-                                                    code=code)
+                                                    code=code, starter=starter)
             progress.start_submission(session, submission_id=submission.id)
             return submission.id
 
