@@ -167,7 +167,9 @@ def with_files(plan: RootPlan, paths: list[str]) -> RootPlan:
     """
     files, links = list(plan.files), dict(plan.links)
     for path in paths:
-        if _covered(path, plan.dirs):
+        # /lib/libcuda.so where /lib is a link to usr/lib: the bound /usr already shows it (a second link fails)
+        seen_at = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if _covered(path, plan.dirs) or _covered(seen_at, plan.dirs):
             continue
         if os.path.islink(path):
             links[path] = os.readlink(path)
