@@ -17,6 +17,7 @@ def _register() -> None:
     from app.cli.db import db
     from app.cli.doctor import doctor
     from app.cli.grade import grade
+    from app.cli.lti import lti
     from app.cli.regrade import regrade
     from app.cli.run import run
     from app.cli.serve import serve
@@ -34,6 +35,7 @@ def _register() -> None:
     main.add_command(regrade)
     main.add_command(worker)
     main.add_command(sweep)
+    main.add_command(lti)
 
 
 _register()

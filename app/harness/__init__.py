@@ -41,20 +41,21 @@ from app.harness.wording import wording as _wording
 _wording.warm_up()
 
 
-def main(payload: JobPayload, report_fd: int | None, request_key=None) -> int:
+def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
     JSON report of facts to report_fd (see grade.py), echoing the key request_key() returns once everything the
     learner wrote has run (channel.py; None outside a sandboxed job: no key); the verdict is decided outside the
     sandbox. With `nproc` > 1 this process launches that many ranks, as torchrun would, and runs no learner code
-    itself (launch.py).
+    itself (launch.py); machines: the sandbox's machine keepers, which fork the ranks of a job of several
+    machines in each machine's own files (app/sandbox/nodes.py).
     """
     key_source = request_key or channel.no_key
     if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks
         os.environ.update(_launchers.of(payload)["env"])
     if int(payload.get("nproc") or 1) > 1:
-        return _launch.run(payload, report_fd, key_source)
+        return _launch.run(payload, report_fd, key_source, machines)
     if payload.get("mode") == "grade":
         try:
             return _grade.run_grade(payload, report_fd, key_source)
@@ -72,3 +73,8 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None) -> int:
     status = _plain.run_plain(code, filename)
     _stdio.flush_streams()
     return status
+
+
+def start_rank(payload: JobPayload, index: int, env: dict[str, str], fds: tuple[int, int, int]) -> None:
+    """In a process a machine keeper forked: become rank `index` of the job (rank.py). Never returns."""
+    _launch.rankmod.start(payload, index, env, fds)
