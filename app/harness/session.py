@@ -17,6 +17,7 @@ from app.harness.machine.cuda_runtime import CudaRuntime
 from app.harness.machine.devices import Devices
 from app.harness.machine.distributed import Distributed
 from app.harness.machine.memory import Memory
+from app.harness.machine.mps import MpsRuntime
 from app.harness.tracing import placement
 
 
@@ -55,11 +56,17 @@ def prepare(payload: JobPayload, filename: str, *, grading: bool) -> Session:
     runtime = CudaRuntime(devices, memory)
     memory.fraction = lambda gpu: runtime.fractions.get(gpu, 1.0)  # set_per_process_memory_fraction's allowance
     # a graded job's probe may switch scenarios even on a CPU-only build; a plain one never does
-    availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading))
+    # the Mac's GPU, also for a probe's "and on a Mac?" scenario (its working set is the Mac profile's memory)
+    mps = MpsRuntime(host.gpu_memory_bytes if host.mps else 48 << 30)
+    mps.learner_file = filename
+    availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading), mps=mps)
     availability.install()
     accelerator = f"{host.accelerator}:{index}" if host.accelerator else "cpu"
     tracer = placement.Tracer(filename, simulated=simulated, devices=devices, memory=memory,
                               accelerator=f"cuda:{index}" if real_cuda else accelerator)
+    tracer.mps = mps
+    if simulated and host.mps:
+        mps.watch_import(filename)
     tracer.install()
     distributed = Distributed(tracer, simulated=simulated)
     distributed.install()

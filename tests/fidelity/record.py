@@ -41,7 +41,10 @@ def run_program(path: Path, gpus: int) -> tuple[str, str, int]:
 
 def record(path: Path, gpu_name: str, gpus: int) -> str:
     """Record one program's outcome; return a line saying what happened."""
-    needs = metadata(path.read_text(encoding="utf-8"))["gpus"]
+    meta = metadata(path.read_text(encoding="utf-8"))
+    needs = meta["gpus"]
+    if meta["machine"]:
+        return f"skipped {path.name}: it runs on {meta['machine']}, not a CUDA host (its derived expectation stays)"
     if needs > gpus:
         return f"skipped {path.name}: needs {needs} GPUs, this host has {gpus} (its derived expectation stays)"
     stdout, stderr, status = run_program(path, needs)

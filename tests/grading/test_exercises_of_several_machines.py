@@ -10,7 +10,7 @@ import pytest
 
 from app.core.config import ROOT
 
-SLUGS = ["two-machines"]
+SLUGS = ["two-machines", "accelerate-loop"]
 WRONG = [(slug, p) for slug in SLUGS for p in sorted((ROOT / "exercises" / slug / "wrong").glob("*.py"))]
 
 

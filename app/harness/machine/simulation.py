@@ -15,7 +15,7 @@ import re
 
 import torch
 
-from app.harness.machine import autocast, cuda_streams, dataless
+from app.harness.machine import autocast, cuda_streams, dataless, mps
 from app.harness.wording import messages, wording
 
 _ORIG_TENSOR_TO = torch._C.TensorBase.to
@@ -78,6 +78,10 @@ class Simulation:
         """Put t on a simulated device (or back on the host: None), and count its memory there (which raises
         torch.OutOfMemoryError when the card cannot hold it)."""
         if label and label != "cpu":
+            if label.startswith("mps"):  # the Mac's GPU: no float64, and its own allocator
+                mps.refuse_dtype(t.dtype)
+                if self.mps is not None:
+                    self.mps.track(t)
             t._pt_dev = label
             if "_pt_nodata" in t.__dict__:
                 self.keep_saved_tensors()
@@ -156,8 +160,9 @@ class Simulation:
         # past the job's budget for GPU tensors with values, results are kept without values too
         valueless = dataless.any_dataless(tensors_in((args, kwargs))) or (
             name not in dataless.NO_NEW_MEMORY and self.memory.over_budget(self.devices.host))
-        if autocast.active() and name in autocast.WATCHED:
-            args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator)
+        kind = autocast.active()
+        if kind and name in autocast.WATCHED:
+            args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator, kind)
         if valueless:
             return dataless.run(func, name, args, kwargs, self.device_of)
         if name in RANDOM_WITH_GENERATOR or name in RANDOM_WITHOUT_GENERATOR:
@@ -165,11 +170,17 @@ class Simulation:
             if label:
                 return self._with_gpu_random(label, func, name, args, kwargs)
         try:
+            if self.devices.host.mps and self._on_mps(args, kwargs):
+                return self.mps.run(func, args, kwargs)  # ops without an MPS kernel fail (or fall back) here
             return func(*args, **kwargs)
         except RuntimeError as exc:  # a meta tensor torch made itself (a gradient) met one with values
             if "meta" in str(exc) and any(_is_meta(t) for t in tensors_in((args, kwargs))):
                 return dataless.run(func, name, args, kwargs, self.device_of)
             raise
+
+    @staticmethod
+    def _on_mps(args, kwargs) -> bool:
+        return any(t.__dict__.get("_pt_dev", "").startswith("mps") for t in tensors_in((args, kwargs)))
 
     def keep_saved_tensors(self) -> None:
         """From the first data-less tensor on, count what autograd saves for backward until its graph is gone
@@ -348,6 +359,8 @@ class Simulation:
     # ---------------------------------------------------------------- random numbers of a simulated GPU
     def _gpu_generator(self, label: str):
         index = int(label.rsplit(":", 1)[1])
+        if label.startswith("mps"):  # the Mac's one generator (torch.mps.manual_seed seeds it)
+            return self.mps.generator if self.mps is not None else None
         generators = torch.cuda.default_generators if label.startswith("cuda") else ()
         return generators[index] if index < len(generators) else None
 

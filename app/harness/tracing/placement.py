@@ -71,6 +71,7 @@ class Tracer(Hooks, Simulation):
         self.first_placement: dict | None = None  # the first tensor the learner's code put on an accelerator
         self.lines = LineMap()  # the placement map: what happened on each learner line
         self.mode: PlacementMode | None = None
+        self.mps = None  # the Mac's GPU (machine/mps.py), set by the session
 
     # ---------------------------------------------------------------- facts
     def count_op(self, line: int, name: str, devices: tuple) -> None:
