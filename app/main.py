@@ -29,7 +29,7 @@ from app.submissions import regrade
 from app.submissions.hub import Hub
 from app.submissions.live import LiveHub, fail_interrupted
 from app.submissions.tier_hub import CeleryHub
-from app.web import errors
+from app.web import errors, readiness
 from app.web.deps import make_limiter, open_database, require_csrf
 from app.web.middleware import page_cache
 from app.web.middleware.body_limit import BodyLimitMiddleware
@@ -40,6 +40,7 @@ from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, Identit
 from app.web.routes import (
     account,
     auth,
+    classroom,
     comments,
     downloads,
     exercises,
@@ -120,7 +121,8 @@ def settle_unfinished(db: Database) -> None:
 
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, instructor.router, moderation.router, openapi_pages.router, downloads.router, lti.router)
+           exercises.router, instructor.router, classroom.router, moderation.router, openapi_pages.router,
+           downloads.router, lti.router)
 
 
 def exercise_label(app: FastAPI) -> Callable[[str], str]:
@@ -177,12 +179,20 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         app.state.runner = chosen.runner(settings)
         await app.state.runner.start()
         app.state.live = chosen.hub(db, app.state.runner)
+        # warm the sandbox and a first graded job in the background: pages answer at once, /readyz once warm
+        # (the test suite's apps start many and run little: their sandbox starts with the first job, unwarmed)
+        app.state.readiness = readiness.plan(app.state.course, app.state.runner, warm=settings.env != "test",
+                                             grades=chosen.single_process)
+        warming = (asyncio.create_task(readiness.warm(app.state.readiness, app))
+                   if app.state.readiness.waiting_for else None)
         # grades waiting for an LMS (app/lti/passback.py): the after-verdict hook queues them, this loop posts them
         sender = asyncio.get_running_loop().create_task(passback.run_sender(db, settings, exercise_label(app)))
         try:
             async with lessons.content_watcher(app, settings, watch_content):
                 yield
         finally:
+            if warming is not None:
+                warming.cancel()
             sender.cancel()
             with suppress(asyncio.CancelledError):
                 await sender

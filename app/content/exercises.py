@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.content.schema import ContentError, ContentInvalid
 from app.content.yaml_errors import parse_mapping, validate
+from app.core.unlock import parse_unlock
 from app.harness.contract import MAX_GPUS, MAX_NODES
 
 EXPECT_LINE = re.compile(r"^#\s*expect:\s*([a-z][a-z0-9_]*)\s*$")
@@ -97,6 +98,14 @@ class ExerciseSpec(BaseModel):
     # the simulated machine (a profile id in app/harness/machine/machines/: t4, l4, a100-80gb ...); None: the site's
     # COURSE_SIM_MACHINE. Where the job finds a real GPU, the real card answers instead
     machine: str | None = None
+    # when the reference solution is shown before a pass (app/core/unlock.py); None: the course's
+    # COURSE_SOLUTION_UNLOCK
+    solution_unlock: str | None = None
+
+    @field_validator("solution_unlock")
+    @classmethod
+    def known_unlock_rule(cls, value: str | None) -> str | None:
+        return None if value is None else str(parse_unlock(value))
 
     @field_validator("machine")
     @classmethod

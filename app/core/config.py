@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import ROOT
 from app.core.mail import check_smtp_url
+from app.core.unlock import parse_unlock
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -58,6 +59,10 @@ class Settings(BaseSettings):
     trusted_proxies: str = ""
     # characters; a comment is a message, not an essay
     comment_max_chars: int = 5000
+    # when the reference solution is shown before a pass: failures:N (after N counted failed attempts), deadline
+    # (after the learner's deadline) or never (not even after a pass); an exercise's `solution_unlock:` wins
+    # (app/core/unlock.py)
+    solution_unlock: str = "failures:5"
     # people (signed in, not the author) whose open reports hide a comment until an instructor reviews it
     comment_report_hide_at: int = Field(default=3, ge=1)
     # bytes of one request body, refused with 413 before it is read; above the largest program as JSON
@@ -173,6 +178,12 @@ class Settings(BaseSettings):
     def check_smtp_url(cls, value: str) -> str:
         """Refuse a COURSE_SMTP_URL that names no SMTP server, at start-up rather than at the first mail."""
         return check_smtp_url(value)
+
+    @field_validator("solution_unlock")
+    @classmethod
+    def check_solution_unlock(cls, value: str) -> str:
+        """Refuse a COURSE_SOLUTION_UNLOCK that is no unlock rule, at start-up."""
+        return str(parse_unlock(value))
 
     @field_validator("trusted_proxies")
     @classmethod

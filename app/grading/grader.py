@@ -112,8 +112,9 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | 
     checks = tidy(_decide(exercise, facts), code)
     status = "passed" if all(c.passed for c in checks) else "failed"
     placement, totals = placement_map(report, code)
+    first = [e for e in placement if e.rank == placement[0].rank] if placement else []  # advice: one process's
     return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", placement=placement,
-                   placement_totals=totals, advice=sync_advice(placement, facts.steps), **base)
+                   placement_totals=totals, advice=sync_advice(first, facts.steps), **base)
 
 
 def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:

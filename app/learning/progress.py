@@ -61,10 +61,18 @@ def _exercise_row(session: Session, learner_id: str, exercise_slug: str) -> Exer
 
 
 def record_submission(
-    session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued"
+    session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued",
+    starter: str | None = None,
 ) -> Submission:
     """Store a new submission (status "queued", or "rejected" for code refused before running) and count
-    one attempt on the exercise. Return it; its `.id` is a random 32-hex-digit string."""
+    one attempt on the exercise. Return it; its `.id` is a random 32-hex-digit string.
+
+    Whether it ran nothing new (the exercise's `starter` unchanged, code already tried, a syntax error only) is
+    decided here, once (app/learning/attempts.py)."""
+    from app.learning.attempts import uncounted_reason
+
+    code_digest, uncounted = uncounted_reason(session, learner_id=learner_id, exercise_slug=exercise_slug, code=code,
+                                              starter=starter)
     now = utcnow()
     touch(session, learner_id, now)
     row = _exercise_row(session, learner_id, exercise_slug)
@@ -78,6 +86,8 @@ def record_submission(
         code=code,
         status=status,
         created_at=now,
+        code_digest=code_digest,
+        uncounted=uncounted,
     )
     if status in FINAL_STATUSES:
         submission.finished_at = now

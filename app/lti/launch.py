@@ -203,7 +203,8 @@ def verify_id_token(id_token: str, *, platform: LtiPlatform, keys: KeyCache, non
 
 def _path(url: str) -> str:
     parts = urlsplit(url)
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "") + \
+        (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def role_for(roles: list[str]) -> str:

@@ -1,6 +1,7 @@
 """SQLAlchemy tables. Import from here: every model is registered on `Base.metadata` for Alembic."""
 
 from app.models.base import Base, UTCDateTime, utcnow
+from app.models.classroom import MEMBER_ROLES, REVEAL_KINDS, Deadline, Reveal, Section, SectionMember
 from app.models.comment import Comment, CommentReport
 from app.models.lti import (
     LtiContext,
@@ -38,6 +39,12 @@ __all__ = [
     "Regrade",
     "REGRADE_STATUSES",
     "SubmissionVerdict",
+    "Reveal",
+    "REVEAL_KINDS",
+    "Section",
+    "SectionMember",
+    "MEMBER_ROLES",
+    "Deadline",
     "LtiPlatform",
     "LtiKey",
     "LtiLogin",

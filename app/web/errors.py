@@ -22,6 +22,7 @@ from app.lti.platforms import PlatformError
 from app.runner.base import Busy, Rejected, Unavailable
 from app.submissions.live import Refused
 from app.submissions.regrade import RegradeError
+from app.submissions.views import RevealRefused
 from app.web.deps import SignInRequired
 from app.web.templating import render
 
@@ -158,6 +159,7 @@ HANDLERS = {
     LaunchRefused: lti_refused,
     PlatformError: lti_refused,
     Refused: refusal,
+    RevealRefused: refusal,
     Rejected: rejected,
     Busy: busy,
     Unavailable: unavailable,
