@@ -21,6 +21,7 @@ import torch
 
 from app.harness import session, stdio
 from app.harness.contract import GradeSpec, JobPayload, Report
+from app.harness.elsewhere import Elsewhere
 from app.harness.machine.builds import Availability
 from app.harness.machine.clock import CLOCK, REAL_PERF
 from app.harness.tracing import placement
@@ -216,6 +217,16 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     originals["Module.to"] = torch.nn.Module.to
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
     KEPT_NAMESPACES.append(namespace)
+    elsewhere = Elsewhere()
+    if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
+
+        def run_on(host):
+            if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
+                tracer.uninstall()
+            with avail.scenario(host):
+                other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+                return _run_learner(code, filename, other, lambda text: None)
+        elsewhere.start(grade["elsewhere"], run_on)
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
     timeline = CLOCK.summary() if job.simulated and CLOCK.active else None  # the learner's run, not the probe's
     probe, probe_error = (None, None)
@@ -228,7 +239,7 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     report: Report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
               "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
               "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
-              "dist": job.distributed.final(), "timeline": timeline}
+              "dist": job.distributed.final(), "elsewhere": elsewhere.collect(), "timeline": timeline}
     return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
 
 
