@@ -24,7 +24,7 @@ with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any h
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from app.harness.machine import machines
 
@@ -168,6 +168,11 @@ def machine_host(machine_id: str = machines.DEFAULT, *, gpus: int | None = None,
 DEFAULT_HOST = machine_host(machines.DEFAULT)
 
 
+def elsewhere_machine(machine_id: str) -> dict:
+    """One other machine a check runs the program on: {"id", "title", "host"} (GradeSpec.elsewhere)."""
+    return {"id": machine_id, "title": machines.get(machine_id).title, "host": machine_host(machine_id).payload()}
+
+
 def host_for(*, build: str = "cuda", gpus: int | None = None, mps: bool | None = None,
              base: SimulatedHost = DEFAULT_HOST) -> SimulatedHost:
     """A host of the given build, otherwise like `base` (a build with MPS has it unless mps=False)."""
@@ -191,10 +196,12 @@ def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
 
 
 class GradeSpec(TypedDict):
-    """What a graded job's harness needs of the exercise: its slug and its probe's source (None: no probe)."""
+    """What a graded job's harness needs of the exercise: its slug, its probe's source (None: no probe) and the
+    other machines its program must also run on ({"id", "title", "host": a SimulatedHost payload}; elsewhere.py)."""
 
     exercise: str
     probe: str | None
+    elsewhere: NotRequired[list[dict]]
 
 
 class JobPayload(TypedDict, total=False):
@@ -252,3 +259,4 @@ class Report(TypedDict, total=False):
     dist: dict | None  # torch.distributed's facts (machine/distributed.py)
     ranks: list[dict]  # several ranks: each rank's report with rank, local_rank, node, exit_code, signal ...
     launch: dict  # several ranks: the launcher's facts (first_failure)
+    elsewhere: list[dict]  # how the program ended on the other machines a check names (elsewhere.py)

@@ -22,6 +22,7 @@ import torch
 
 from app.harness import session, stdio
 from app.harness.contract import GradeSpec, JobPayload, Report
+from app.harness.elsewhere import Elsewhere
 from app.harness.machine.builds import Availability
 from app.harness.tracing import placement
 
@@ -209,6 +210,16 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     originals["Module.to"] = torch.nn.Module.to
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
     KEPT_NAMESPACES.append(namespace)
+    elsewhere = Elsewhere()
+    if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
+
+        def run_on(host):
+            if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
+                tracer.uninstall()
+            with avail.scenario(host):
+                other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+                return _run_learner(code, filename, other, lambda text: None)
+        elsewhere.start(grade["elsewhere"], run_on)
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
     probe, probe_error = (None, None)
     if grade.get("probe"):
@@ -220,7 +231,7 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     report: Report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
               "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
               "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
-              "dist": job.distributed.final()}
+              "dist": job.distributed.final(), "elsewhere": elsewhere.collect()}
     return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
 
 
