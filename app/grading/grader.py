@@ -113,8 +113,10 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | 
     status = "passed" if all(c.passed for c in checks) else "failed"
     placement, totals = placement_map(report, code)
     first = [e for e in placement if e.rank == placement[0].rank] if placement else []  # advice: one process's
+    timeline = report.get("timeline") or None
     return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", placement=placement,
-                   placement_totals=totals, advice=sync_advice(first, facts.steps), **base)
+                   placement_totals=totals, advice=sync_advice(first, facts.steps, timeline),
+                   timeline=timeline, **base)
 
 
 def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:

@@ -20,9 +20,9 @@ import os
 import select
 import signal
 import sys
-import time
 
 from app.harness.contract import SimulatedHost
+from app.harness.machine.clock import REAL_MONOTONIC
 
 # seconds a child may still run after the graded run is done (the sandbox's wall limit stops everything anyway)
 ELSEWHERE_BUDGET_S = 5.0
@@ -48,7 +48,7 @@ class Elsewhere:
 
     def collect(self) -> list[dict]:
         """How the program ended on each machine: {"machine", "title", "finished", "exception"}."""
-        deadline = time.monotonic() + ELSEWHERE_BUDGET_S
+        deadline = REAL_MONOTONIC() + ELSEWHERE_BUDGET_S  # real time: the program's clocks are modeled
         out = []
         for machine, pid, fd in self.children:
             data = _read_until(fd, deadline)
@@ -96,7 +96,7 @@ def _child(machine: dict, write_fd: int, run) -> None:
 def _read_until(fd: int, deadline: float) -> bytes:
     chunks = []
     while True:
-        left = deadline - time.monotonic()
+        left = deadline - REAL_MONOTONIC()
         if left <= 0:
             return b""  # still running: unfinished, which decides nothing
         ready, _, _ = select.select([fd], [], [], left)
