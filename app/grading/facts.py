@@ -195,6 +195,23 @@ def elsewhere_message(away: dict) -> str:
             f"{exc.get('type')}: {first_line(exc.get('message') or '')}")
 
 
+def check_runs_on(facts: Facts, check_id: str, machine: str) -> CheckResult:
+    """`check_id`: the program also runs to its end on `machine` (a profile id the check's `also_runs_on` names)."""
+    away = next((m for m in facts.report.get("elsewhere") or () if m.get("machine") == machine), None)
+    if away is None:
+        return check(check_id, False, f"the grader could not run the program on {machine} (a grader problem, "
+                                      "not yours); run it again.")
+    if facts.outcome.get("exception") is not None:
+        return check(check_id, False, "")  # it stops here already: mark_unreached words it
+    if away.get("exception"):
+        line = away["exception"].get("line")
+        return check(check_id, False, f"{at(line)}{elsewhere_message(away)}.", line)
+    if not away.get("completed"):
+        return check(check_id, False, f"on {machine_phrase(away.get('title') or machine)} the program did not "
+                                      "finish in the time the grader gives it; make it stop sooner.")
+    return check(check_id, True)
+
+
 def check_picks_device(facts: Facts) -> CheckResult:
     """`picks_device`: the program asked torch which device is usable before it put anything on one, and (where
     the check names other machines) runs on them too."""

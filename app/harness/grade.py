@@ -223,6 +223,9 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
         def run_on(host):
             if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
                 tracer.uninstall()
+            if host.mps and tracer.mps is not None:  # a Mac reads PYTORCH_ENABLE_MPS_FALLBACK at `import torch`
+                tracer.mps.fallback = None
+                tracer.mps.watch_import(filename)
             with avail.scenario(host):
                 other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
                 return _run_learner(code, filename, other, lambda text: None)

@@ -39,6 +39,7 @@ def visitor(app, signed_in_client):
         session.add(regrade)
         session.commit()
         browser.values = {"submission_id": sub.id, "token": token, "lesson": lesson, "exercise": exercise,
+                          "learner_id": user.learner_id,
                           "regrade_id": str(regrade.id)}
     return browser
 
