@@ -48,10 +48,12 @@ MEMORY_EFFICIENCY = 0.8
 # seconds; the shortest a kernel takes on the GPU (launch latency on the device and the tail of one wave; NVIDIA's
 # "CUDA C++ Best Practices Guide": kernel launch overhead of a few microseconds)
 KERNEL_FLOOR_S = 2.5e-6
-# seconds the host spends launching one eager op (Python, the dispatcher, cudaLaunchKernel; PyTorch's "Performance
-# Tuning Guide": eager overhead of about 5-10 us per op is why small ops are launch-bound)
-LAUNCH_S = 5e-6
-# seconds a host read of a device value costs beyond the wait (cudaMemcpy of a few bytes and the stream sync)
+# seconds the host spends launching one eager op (Python, the dispatcher, cudaLaunchKernel): 6.77 us recorded on
+# an H200 host (tests/fidelity/calibration/h200.json, launch_us); PyTorch's "Performance Tuning Guide" puts eager
+# overhead at 5-10 us per op
+LAUNCH_S = 6.8e-6
+# seconds a synchronisation costs beyond the wait (the round trip to the driver; a value's read includes its small
+# copy back): 10.2 us recorded for .item() on an H200 host (tests/fidelity/calibration/h200.json, item_us)
 SYNC_S = 10e-6
 # seconds of host CPU time between two device calls that read as part of the launch: torch's dispatch to the
 # tracer and the tracer's bookkeeping cost 0.1-0.5 ms per op on the grading machine (measured: 60-190 us around a
@@ -389,8 +391,7 @@ class DeviceClock:
         self.line = line if line is not None else self.line_finder()
         ready = max((s.ready for (d, _), s in self.streams.items() if device is None or d == device), default=0.0)
         self._wait_until(ready, count=False)
-        if read:
-            self._advance(SYNC_S)
+        self._advance(SYNC_S)
         if len(self.trace) < TRACE_EVENTS_KEPT:
             self.trace.append(("host", "sync", self.host, 0.0, line, "sync_mark"))
         if outside:
