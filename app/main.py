@@ -43,6 +43,7 @@ from app.web.routes import (
     exercises,
     instructor,
     lessons,
+    machines,
     moderation,
     openapi_pages,
     progress,
@@ -117,7 +118,8 @@ def settle_unfinished(db: Database) -> None:
 
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, instructor.router, moderation.router, openapi_pages.router, downloads.router)
+           exercises.router, machines.router, instructor.router, moderation.router, openapi_pages.router,
+           downloads.router)
 
 
 def middleware(settings: Settings, db: Database) -> list[Middleware]:

@@ -42,6 +42,16 @@ def touch(session: Session, learner_id: str, at: datetime | None = None) -> Lear
     return learner
 
 
+def remember_machine(session: Session, *, learner_id: str, machine: str) -> None:
+    """Remember the learner's "Run on" choice (already validated by the caller) for their next runs."""
+    ensure_learner(session, learner_id).machine = machine
+
+
+def remembered_machine(session: Session, *, learner_id: str) -> str | None:
+    """The learner's last "Run on" choice; None when they never picked one (or have no row yet)."""
+    return session.scalar(select(Learner.machine).where(Learner.id == learner_id))
+
+
 def mark_lesson_read(session: Session, *, learner_id: str, lesson_slug: str) -> bool:
     """Mark a lesson read; return True the first time, False if it already was."""
     touch(session, learner_id)
@@ -61,7 +71,8 @@ def _exercise_row(session: Session, learner_id: str, exercise_slug: str) -> Exer
 
 
 def record_submission(
-    session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued"
+    session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued",
+    machine: str | None = None,
 ) -> Submission:
     """Store a new submission (status "queued", or "rejected" for code refused before running) and count
     one attempt on the exercise. Return it; its `.id` is a random 32-hex-digit string."""
@@ -77,6 +88,7 @@ def record_submission(
         exercise_slug=exercise_slug,
         code=code,
         status=status,
+        machine=machine,
         created_at=now,
     )
     if status in FINAL_STATUSES:
