@@ -92,7 +92,8 @@ FROM base AS web
 USER 10001
 EXPOSE 8000
 
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
+# /readyz: 503 until the server is warm (its sandbox, a first graded job; docs/operations.md#ready-to-grade)
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s --retries=3 \
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/readyz', timeout=4)"]
 
 CMD ["sh", "-c", "course db upgrade && exec course serve"]

@@ -8,9 +8,10 @@ runner backend is one more row.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -21,13 +22,14 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from app.core.config import Settings, get_settings
 from app.core.db import Database
+from app.lti import passback
 from app.runner.base import Runner
 from app.runner.local import LocalRunner
 from app.submissions import regrade
 from app.submissions.hub import Hub
 from app.submissions.live import LiveHub, fail_interrupted
 from app.submissions.tier_hub import CeleryHub
-from app.web import errors
+from app.web import errors, readiness
 from app.web.deps import make_limiter, open_database, require_csrf
 from app.web.middleware import page_cache
 from app.web.middleware.body_limit import BodyLimitMiddleware
@@ -38,11 +40,13 @@ from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, Identit
 from app.web.routes import (
     account,
     auth,
+    classroom,
     comments,
     downloads,
     exercises,
     instructor,
     lessons,
+    lti,
     machines,
     moderation,
     openapi_pages,
@@ -118,8 +122,18 @@ def settle_unfinished(db: Database) -> None:
 
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, machines.router, instructor.router, moderation.router, openapi_pages.router,
-           downloads.router)
+           exercises.router, machines.router, instructor.router, classroom.router, moderation.router,
+           openapi_pages.router, downloads.router, lti.router)
+
+
+def exercise_label(app: FastAPI) -> Callable[[str], str]:
+    """An exercise's title in the course the app serves now (an LMS's gradebook column is named after it)."""
+
+    def label(slug: str) -> str:
+        exercise = app.state.course.exercises.get(slug)
+        return exercise.title if exercise is not None else slug
+
+    return label
 
 
 def middleware(settings: Settings, db: Database) -> list[Middleware]:
@@ -166,10 +180,23 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         app.state.runner = chosen.runner(settings)
         await app.state.runner.start()
         app.state.live = chosen.hub(db, app.state.runner)
+        # warm the sandbox and a first graded job in the background: pages answer at once, /readyz once warm
+        # (the test suite's apps start many and run little: their sandbox starts with the first job, unwarmed)
+        app.state.readiness = readiness.plan(app.state.course, app.state.runner, warm=settings.env != "test",
+                                             grades=chosen.single_process)
+        warming = (asyncio.create_task(readiness.warm(app.state.readiness, app))
+                   if app.state.readiness.waiting_for else None)
+        # grades waiting for an LMS (app/lti/passback.py): the after-verdict hook queues them, this loop posts them
+        sender = asyncio.get_running_loop().create_task(passback.run_sender(db, settings, exercise_label(app)))
         try:
             async with lessons.content_watcher(app, settings, watch_content):
                 yield
         finally:
+            if warming is not None:
+                warming.cancel()
+            sender.cancel()
+            with suppress(asyncio.CancelledError):
+                await sender
             try:
                 await app.state.live.close()
             finally:

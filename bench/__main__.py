@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from bench.summary import headline, markdown, targets_met
+from bench.summary import headline, markdown, ratios_met, targets_met
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -80,7 +80,8 @@ def main(argv: list[str]) -> int:
     RESULTS.mkdir(exist_ok=True)
     head = headline(summary)
     machine = f"Machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end of the run."
-    summary.update({k: v for k, v in head.items()}, targets_met=targets_met(head), machine=machine)
+    summary.update({k: v for k, v in head.items()}, targets_met=targets_met(head), ratios_met=ratios_met(head),
+                   machine=machine)
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     (RESULTS / "summary.md").write_text(markdown(head, machine) + "\n")
     print("\n" + markdown(head, machine))

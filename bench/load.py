@@ -3,6 +3,9 @@
 `load_run` is shared by the short load test in `make test` (tests/load/) and the full run here in `make bench`
 (32 submitters x 10 solutions, 50 readers). It reports verdicts per second, submission latency, reader latency,
 and how many accepted submissions were lost (no verdict, or a verdict that the database does not hold).
+Its baseline, in the same run: `raw_jobs_per_s`, the same mix of solutions graded straight on a LocalRunner of the
+site's concurrency (`grade_submission`, no web, no database), as many in flight as submitters;
+`load_capacity_share` in the summary is verdicts/s over it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.content.exercises import load_exercise
+from app.core.config import ROOT, Settings
+from app.grading import grade_submission
+from app.main import open_runner
 from tests.support.clients import EXERCISES, Learner, ReaderStats, read_pages, solutions
 from tests.support.servers import site_server
 
@@ -85,6 +92,27 @@ def summarise(run: dict) -> dict:
     }
 
 
+RAW_JOBS = 96  # graded jobs in the raw baseline (after one warm-up job per exercise)
+
+
+async def raw_jobs_per_s(submitters: int = SUBMITTERS, jobs: int = RAW_JOBS) -> float:
+    """Grade the load's mix of solutions straight on a warm LocalRunner, `submitters` at a time; return jobs/s."""
+    exercises = [load_exercise(ROOT / "exercises" / slug) for slug in EXERCISES]
+    async with open_runner(Settings(env="test", secret_key="bench", runner_queue_size=10_000)) as runner:
+        for exercise in exercises:  # the fork server starts with the first job: not part of the figure
+            await grade_submission(exercise, exercise.solution, runner)
+        queue = [exercises[i % len(exercises)] for i in range(jobs)]
+
+        async def worker() -> None:
+            while queue:
+                exercise = queue.pop()
+                await grade_submission(exercise, exercise.solution, runner)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(submitters)))
+        return round(jobs / (time.perf_counter() - start), 2)
+
+
 def run(submitters: int = SUBMITTERS, per_submitter: int = PER_SUBMITTER, readers: int = READERS,
         repeats: int = 3) -> dict:
     """Measure sustained verdict throughput with the real server (median of `repeats` runs)."""
@@ -95,6 +123,7 @@ def run(submitters: int = SUBMITTERS, per_submitter: int = PER_SUBMITTER, reader
                                                        readers=readers))))
     out = {key: statistics.median(r[key] for r in rows) for key in rows[0] if isinstance(rows[0][key], (int, float))}
     out["lost_submissions"] = sum(r["lost_submissions"] for r in rows)
+    out["raw_jobs_per_s"] = asyncio.run(raw_jobs_per_s(submitters))
     out.update(submitters=submitters, per_submitter=per_submitter, readers=readers, repeats=repeats)
     out["targets"] = {"lost_submissions": {"target": "== 0", "met": out["lost_submissions"] == 0},
                       "server_errors": {"target": "== 0", "met": out["server_errors"] == 0}}

@@ -2,6 +2,8 @@
 
 Each headline figure sits next to the baseline measured in the same run and the target it must meet. The
 flat keys of summary.json are a contract (issue 7); the per-module figures stay under their module's name.
+Issue 31's targets are same-run ratios under stable keys (RATIO_TARGETS): grade_over_plain, http_over_plain,
+load_capacity_share, page_throughput_ratio, hostile_p99_ratio, sandbox_speedup, first_job_over_later.
 """
 
 from __future__ import annotations
@@ -60,9 +62,14 @@ def headline(summary: dict) -> dict:
         "ddp_submit_p95_ms": g("ddp.ddp_submit_p95_ms"),
         "ddp_cold_torchrun_p50_ms": g("ddp.ddp_cold_torchrun_p50_ms"),
         "ddp_cold_torchrun_cpu_p50_ms": g("ddp.ddp_cold_torchrun_cpu_p50_ms"),
+        "two_machines_submit_p50_ms": g("two_machines.two_machines_submit_p50_ms"),
+        "two_machines_cold_torchrun_p50_ms": g("two_machines.two_machines_cold_torchrun_p50_ms"),
         "flood_verdict_lag_ms": g("flood.flood_verdict_lag_ms"),
         "flood_events": g("flood.flood_events_p50"),
         "flood_output_lines": g("flood.flood_output_lines_p50"),
+        "raw_jobs_per_s": g("load.raw_jobs_per_s"),
+        "first_job_ms": g("first_job.first_job_ms"),
+        "later_jobs_p50_ms": g("first_job.later_jobs_p50_ms"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
         out[f"grade_{slug}_p50_ms"] = g(f"live.submission_{slug}_p50_ms")
@@ -70,41 +77,86 @@ def headline(summary: dict) -> dict:
     out["sandbox_speedup"] = _ratio(out["sandbox_cold_p50_ms"], out["sandbox_warm_p50_ms"])
     out["grade_training_loop_speedup"] = _ratio(out["grade_cold_subprocess_p50_ms"], out["grade_training_loop_p50_ms"])
     out["ddp_submit_speedup"] = _ratio(out["ddp_cold_torchrun_p50_ms"], out["ddp_submit_p50_ms"])
+    out["two_machines_submit_speedup"] = _ratio(out["two_machines_cold_torchrun_p50_ms"],
+                                                out["two_machines_submit_p50_ms"])
     out["page_throughput_ratio"] = _ratio(out["page_rps"], out["plain_rps"])
     out["hostile_p99_ratio"] = _ratio(out["hostile_page_p99_ms"], out["quiet_page_p99_ms"])
+    out["grade_over_plain"] = _ratio(out["course_grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
+    out["http_over_plain"] = _ratio(out["grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
+    out["load_capacity_share"] = _ratio(out["verdicts_per_s"], out["raw_jobs_per_s"])
+    out["first_job_over_later"] = _ratio(out["first_job_ms"], out["later_jobs_p50_ms"])
     return out
+
+
+# Issue 31's targets: each a ratio of two figures measured in the same run, under a stable key of summary.json
+# (key -> (the comparison, the bound)).
+RATIO_TARGETS: dict[str, tuple[str, float]] = {
+    "grade_over_plain": ("<=", 1.25),  # `course grade` training-loop over its plain run job, warm p50
+    "http_over_plain": ("<=", 1.5),  # HTTP submit -> verdict, training-loop, over the plain run job
+    "load_capacity_share": (">=", 0.5),  # verdicts/s, 32 submitters, over the same jobs graded without the web
+    "page_throughput_ratio": (">=", 0.95),  # lesson page requests/s over a plain framework response
+    "hostile_p99_ratio": ("<=", 1.2),  # page p99 with 4 hostile jobs over none
+    "sandbox_speedup": (">=", 300.0),  # cold subprocess over warm sandbox job, p50
+    "first_job_over_later": ("<=", 1.0),  # first job after ready, submit to first output, over later jobs' p50
+}
+
+
+def _meets(key: str):
+    op, bound = RATIO_TARGETS[key]
+
+    def check(h: dict) -> bool:
+        value = h.get(key)
+        return value is not None and (value <= bound if op == "<=" else value >= bound)
+
+    return check
+
+
+def _target(key: str, what: str = "") -> str:
+    op, bound = RATIO_TARGETS[key]
+    return f"{key} {op} {bound:g}{what}"
 
 
 # (label, figure key, baseline key, ratio key, target text, check)
 ROWS = [
-    ("sandbox job, warm p50 (ms)", "sandbox_warm_p50_ms", "sandbox_cold_p50_ms", "sandbox_speedup",
-     ">= 30x faster than cold", lambda h: (h["sandbox_speedup"] or 0) >= 30),
+    ("sandbox job, warm p50 (ms) vs cold subprocess", "sandbox_warm_p50_ms", "sandbox_cold_p50_ms", "sandbox_speedup",
+     _target("sandbox_speedup", "x faster than cold"), _meets("sandbox_speedup")),
     ("sandbox job, warm p95 (ms)", "sandbox_warm_p95_ms", "sandbox_cold_p95_ms", None, "", None),
     ("sandbox jobs/s, 2 concurrent", "sandbox_jobs_per_s_c2", None, None, "", None),
     ("sandbox jobs/s, 8 concurrent", "sandbox_jobs_per_s_c8", None, None, "", None),
     ("idle warm child USS (MB)", "idle_child_uss_mb", None, None, "< 30 MB",
      lambda h: (h["idle_child_uss_mb"] or 99) < 30),
-    ("HTTP grade training-loop p50 (ms)", "grade_training_loop_p50_ms", "grade_cold_subprocess_p50_ms",
-     "grade_training_loop_speedup", "< 150 ms", lambda h: (h["grade_training_loop_p50_ms"] or 1e9) < 150),
+    ("`course grade` training-loop, warm p50 (ms) vs plain run job", "course_grade_training_loop_p50_ms",
+     "plain_job_training_loop_p50_ms", "grade_over_plain", _target("grade_over_plain"), _meets("grade_over_plain")),
+    ("HTTP grade training-loop p50 (ms) vs plain run job", "grade_training_loop_p50_ms",
+     "plain_job_training_loop_p50_ms", "http_over_plain", _target("http_over_plain"), _meets("http_over_plain")),
+    ("HTTP grade training-loop p50 (ms) vs cold subprocess", "grade_training_loop_p50_ms",
+     "grade_cold_subprocess_p50_ms", "grade_training_loop_speedup", "< 150 ms",
+     lambda h: (h["grade_training_loop_p50_ms"] or 1e9) < 150),
     ("HTTP grade training-loop p95 (ms)", "grade_training_loop_p95_ms", None, None, "", None),
     ("HTTP grade same-device p50 / p95 (ms)", "grade_same_device_p50_ms", "grade_same_device_p95_ms", None, "", None),
     ("HTTP grade pick-device p50 / p95 (ms)", "grade_pick_device_p50_ms", "grade_pick_device_p95_ms", None, "", None),
     ("HTTP grade bring-it-back p50 / p95 (ms)", "grade_bring_it_back_p50_ms", "grade_bring_it_back_p95_ms", None, "",
      None),
+    ("first job after ready, submit to first output (ms) vs later jobs p50", "first_job_ms", "later_jobs_p50_ms",
+     "first_job_over_later", _target("first_job_over_later"), _meets("first_job_over_later")),
     ("HTTP grade ddp-training (2 ranks) p50 (ms) vs cold torchrun --nproc-per-node=2", "ddp_submit_p50_ms",
      "ddp_cold_torchrun_p50_ms", "ddp_submit_speedup", "< 1 s and >= 5x faster than cold",
      lambda h: (h["ddp_submit_p50_ms"] or 1e9) < 1000 and (h["ddp_submit_speedup"] or 0) >= 5),
     ("HTTP grade ddp-training p95 (ms) vs cold torchrun of the CPU port p50", "ddp_submit_p95_ms",
      "ddp_cold_torchrun_cpu_p50_ms", None, "", None),
-    ("`course grade` training-loop, warm p50 (ms) vs plain run job", "course_grade_training_loop_p50_ms",
-     "plain_job_training_loop_p50_ms", None, "", None),
+    ("HTTP grade two-machines (2 machines x 2 ranks) p50 (ms) vs cold torchrun --nnodes=2 on each",
+     "two_machines_submit_p50_ms", "two_machines_cold_torchrun_p50_ms", "two_machines_submit_speedup",
+     "< 2 s and >= 10x faster than cold",
+     lambda h: (h["two_machines_submit_p50_ms"] or 1e9) < 2000 and (h["two_machines_submit_speedup"] or 0) >= 10),
     ("simulated GPU fidelity (share of the corpus that matches) vs corpus programs", "sim_fidelity",
      "fidelity_programs", None, ">= 0.95", lambda h: (h["sim_fidelity"] or 0) >= 0.95),
-    ("lesson page requests/s @64", "page_rps", "plain_rps", "page_throughput_ratio", ">= 0.7 of plain",
-     lambda h: (h["page_throughput_ratio"] or 0) >= 0.7),
+    ("lesson page requests/s @64 vs plain framework response", "page_rps", "plain_rps", "page_throughput_ratio",
+     _target("page_throughput_ratio"), _meets("page_throughput_ratio")),
     ("lesson page p99 @64 (ms)", "page_p99_ms", "plain_p99_ms", None, "", None),
-    ("verdicts/s, 32 submitters", "verdicts_per_s", None, None, "", None),
-    ("submission p95 under load (ms)", "submission_p95_ms", None, None, "", None),
+    ("verdicts/s, 32 submitters vs the same jobs graded without the web", "verdicts_per_s", "raw_jobs_per_s",
+     "load_capacity_share", _target("load_capacity_share"), _meets("load_capacity_share")),
+    ("submission p95 under load (ms)", "submission_p95_ms", None, None, "<= 1000 ms",
+     lambda h: (h["submission_p95_ms"] or 1e9) <= 1000),
     ("lost submissions", "lost_submissions", None, None, "0", lambda h: h["lost_submissions"] == 0),
     ("submit until 202, p50 (ms): celery tier vs local runner", "celery_submit_p50_ms", "local_submit_p50_ms", None,
      "< 15 ms added", lambda h: (h["celery_submit_overhead_ms"] if h["celery_submit_overhead_ms"] is not None
@@ -115,8 +167,7 @@ ROWS = [
      lambda h: (h["flood_verdict_lag_ms"] if h["flood_verdict_lag_ms"] is not None else 1e9) < 2000),
     ("output flood: SSE events vs output lines", "flood_events", "flood_output_lines", None, "", None),
     ("page p99 with 4 hostile jobs (ms) vs no job", "hostile_page_p99_ms", "quiet_page_p99_ms", "hostile_p99_ratio",
-     "< 100 ms",
-     lambda h: (h["hostile_page_p99_ms"] or 1e9) < 100),
+     _target("hostile_p99_ratio"), _meets("hostile_p99_ratio")),
 ]
 
 
@@ -142,3 +193,8 @@ def targets_met(head: dict) -> dict[str, bool]:
     """Return, per targeted figure, whether it met its target (figures that did not run are left out)."""
     return {key: bool(check(head)) for _label, key, _b, _r, _t, check in ROWS
             if check is not None and head.get(key) is not None}
+
+
+def ratios_met(head: dict) -> dict[str, bool]:
+    """Return, per ratio of RATIO_TARGETS that could be computed, whether it met its target."""
+    return {key: _meets(key)(head) for key in RATIO_TARGETS if head.get(key) is not None}

@@ -15,8 +15,10 @@ def _register() -> None:
     # (each subcommand module adds its import + main.add_command line below)
     from app.cli.check import check
     from app.cli.db import db
+    from app.cli.deadlines import deadlines
     from app.cli.doctor import doctor
     from app.cli.grade import grade
+    from app.cli.lti import lti
     from app.cli.regrade import regrade
     from app.cli.run import run
     from app.cli.serve import serve
@@ -34,6 +36,8 @@ def _register() -> None:
     main.add_command(regrade)
     main.add_command(worker)
     main.add_command(sweep)
+    main.add_command(lti)
+    main.add_command(deadlines)
 
 
 _register()

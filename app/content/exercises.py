@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.content.schema import ContentError, ContentInvalid
 from app.content.yaml_errors import parse_mapping, validate
+from app.core.unlock import parse_unlock
 from app.harness.contract import MAX_GPUS, MAX_NODES
 
 EXPECT_LINE = re.compile(r"^#\s*expect:\s*([a-z][a-z0-9_]*)\s*$")
@@ -40,6 +41,22 @@ class CheckSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str = Field(min_length=1)
+    # machine profiles (app/harness/machine/machines/) the program must also run on for this check to pass:
+    # "cpu" (a laptop without a GPU), "mac-m3-max" (an Apple silicon Mac); the grader runs it there too
+    also_runs_on: list[str] = Field(default_factory=list)
+
+    @field_validator("also_runs_on")
+    @classmethod
+    def known_machines(cls, value: list[str]) -> list[str]:
+        from app.core.config import get_settings
+        from app.harness.machine.machines import MachineError, get
+
+        for machine in value:
+            try:
+                get(machine, get_settings().sim_machines_dir)
+            except MachineError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("description")
     @classmethod
@@ -96,6 +113,14 @@ class ExerciseSpec(BaseModel):
             except UnknownMachine as exc:
                 raise ValueError(str(exc)) from None
         return value
+    # when the reference solution is shown before a pass (app/core/unlock.py); None: the course's
+    # COURSE_SOLUTION_UNLOCK
+    solution_unlock: str | None = None
+
+    @field_validator("solution_unlock")
+    @classmethod
+    def known_unlock_rule(cls, value: str | None) -> str | None:
+        return None if value is None else str(parse_unlock(value))
 
     @field_validator("machine")
     @classmethod

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app import ROOT
 from app.core.mail import check_smtp_url
+from app.core.unlock import parse_unlock
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -58,6 +59,10 @@ class Settings(BaseSettings):
     trusted_proxies: str = ""
     # characters; a comment is a message, not an essay
     comment_max_chars: int = 5000
+    # when the reference solution is shown before a pass: failures:N (after N counted failed attempts), deadline
+    # (after the learner's deadline) or never (not even after a pass); an exercise's `solution_unlock:` wins
+    # (app/core/unlock.py)
+    solution_unlock: str = "failures:5"
     # people (signed in, not the author) whose open reports hide a comment until an instructor reviews it
     comment_report_hide_at: int = Field(default=3, ge=1)
     # bytes of one request body, refused with 413 before it is read; above the largest program as JSON
@@ -144,6 +149,19 @@ class Settings(BaseSettings):
     # values too (a sixteenth of the default job memory: their gradients and optimizer states take more)
     sim_device_data_bytes: int = Field(default=64 * MiB, ge=0)
 
+    # --- LTI 1.3 (the course as a tool of an LMS; docs/authoring.md#connecting-an-lms)
+    # seconds a platform's key set (its JWKS) is kept before a launch fetches it again; a launch signed with a key
+    # id the kept set lacks fetches it at once (the platform rotated its keys)
+    lti_jwks_cache_s: float = Field(default=300.0, ge=0)
+    # seconds between two passes of the site's grade sender over the outbox (0: as soon as it can, for tests)
+    lti_send_interval_s: float = Field(default=5.0, ge=0)
+    # seconds before a grade the LMS refused or did not answer is sent again; doubled after each failure, up to
+    # COURSE_LTI_RETRY_MAX_S, and never given up: the score waits in the outbox until the LMS takes it
+    lti_retry_s: float = Field(default=30.0, ge=0)
+    lti_retry_max_s: float = Field(default=3600.0, ge=0)
+    # seconds one request to an LMS (keys, token, line items, scores, roster) may take
+    lti_http_timeout_s: float = Field(default=10.0, gt=0)
+
     @model_validator(mode="after")
     def check_sim_machine(self) -> "Settings":
         """Refuse a COURSE_SIM_MACHINE no profile has (naming the machines there are) at start-up."""
@@ -160,6 +178,12 @@ class Settings(BaseSettings):
     def check_smtp_url(cls, value: str) -> str:
         """Refuse a COURSE_SMTP_URL that names no SMTP server, at start-up rather than at the first mail."""
         return check_smtp_url(value)
+
+    @field_validator("solution_unlock")
+    @classmethod
+    def check_solution_unlock(cls, value: str) -> str:
+        """Refuse a COURSE_SOLUTION_UNLOCK that is no unlock rule, at start-up."""
+        return str(parse_unlock(value))
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -36,25 +36,27 @@ from app.harness import plain as _plain
 from app.harness import session as _session
 from app.harness import stdio as _stdio
 from app.harness.contract import JobPayload, SimulatedHost
+from app.harness.machine import clock as _clock
 from app.harness.wording import wording as _wording
 
 _wording.warm_up()
 
 
-def main(payload: JobPayload, report_fd: int | None, request_key=None) -> int:
+def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
     JSON report of facts to report_fd (see grade.py), echoing the key request_key() returns once everything the
     learner wrote has run (channel.py; None outside a sandboxed job: no key); the verdict is decided outside the
     sandbox. With `nproc` > 1 this process launches that many ranks, as torchrun would, and runs no learner code
-    itself (launch.py).
+    itself (launch.py); machines: the sandbox's machine keepers, which fork the ranks of a job of several
+    machines in each machine's own files (app/sandbox/nodes.py).
     """
     key_source = request_key or channel.no_key
     if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks
         os.environ.update(_launchers.of(payload)["env"])
     if int(payload.get("nproc") or 1) > 1:
-        return _launch.run(payload, report_fd, key_source)
+        return _launch.run(payload, report_fd, key_source, machines)
     if payload.get("mode") == "grade":
         try:
             return _grade.run_grade(payload, report_fd, key_source)
@@ -63,12 +65,20 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None) -> int:
     filename = payload.get("filename", "main.py")
     if request_key is not None:
         channel.close_payload()  # a plain run asks for no key
-    if report_fd is not None:
-        os.close(report_fd)  # plain runs report nothing beyond their output
+    tracing = bool(payload.get("trace")) and report_fd is not None
+    if report_fd is not None and not tracing:
+        os.close(report_fd)  # plain runs report nothing beyond their output ...
     code = payload["code"]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     if SimulatedHost.from_payload(payload.get("host")).simulated:
         _session.prepare(payload, filename, grading=False)  # the simulated host; nothing is reported
     status = _plain.run_plain(code, filename)
     _stdio.flush_streams()
+    if tracing:  # ... but `course run --trace`'s: the simulated clock's timeline (unauthenticated: a local tool's)
+        _grade.write_json(report_fd, {"chrome_trace": _clock.chrome_trace() if _clock.CLOCK.active else None})
     return status
+
+
+def start_rank(payload: JobPayload, index: int, env: dict[str, str], fds: tuple[int, int, int]) -> None:
+    """In a process a machine keeper forked: become rank `index` of the job (rank.py). Never returns."""
+    _launch.rankmod.start(payload, index, env, fds)

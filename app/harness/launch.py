@@ -22,9 +22,12 @@ clock) it shares with its ranks: they are processes of the job, in its cgroups.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import selectors
 import signal
+import socket
+import struct
 import sys
 import time
 import uuid
@@ -44,6 +47,8 @@ READ_CHUNK = 1 << 16
 LINE_CHUNK = 8 << 10
 # seconds the store keeper's TCPStore waits for a client before giving up (the job's wall clock ends sooner)
 STORE_TIMEOUT = datetime.timedelta(seconds=300)
+# a request to a machine keeper starts with its length (app/sandbox/nodes.py HEADER; a test holds them equal)
+MACHINE_HEADER = struct.Struct("!Q")
 
 
 class Rank:
@@ -79,8 +84,10 @@ class Rank:
 class Launcher:
     """Start the store keeper and the ranks, pass their output on, stop them as torchrun does."""
 
-    def __init__(self, payload: dict, nproc: int) -> None:
+    def __init__(self, payload: dict, nproc: int, machines: dict[int, int] | None = None) -> None:
         self.payload, self.nproc = payload, nproc
+        # the sandbox's machine keepers (app/sandbox/nodes.py): machine -> socket; none outside a sandbox
+        self.machines = {g: socket.socket(fileno=fd) for g, fd in (machines or {}).items()}
         self.nnodes = max(1, int(payload.get("nnodes") or 1))
         self.launcher = launchers.of(payload)
         self.ranks: list[Rank] = []
@@ -125,11 +132,15 @@ class Launcher:
 
     def _start_rank(self, index: int, env: dict[str, str]) -> None:
         pipes = {kind: os.pipe() for kind in ("stdout", "stderr", "channel")}
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            rankmod.start(self.payload, index, env, tuple(w for _, w in pipes.values()))
+        node = int(env["GROUP_RANK"])
+        if self.nnodes > 1 and node in self.machines:  # its machine's keeper forks it, in that machine's files
+            pid = self._ask_machine(node, index, env, [w for _, w in pipes.values()])
+        else:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                rankmod.start(self.payload, index, env, tuple(w for _, w in pipes.values()))
         fds = {}
         for kind, (r, w) in pipes.items():
             os.close(w)
@@ -141,6 +152,22 @@ class Launcher:
             self.sel.register(fd, selectors.EVENT_READ, (rank, kind))
         self.ranks.append(rank)
         self.by_pid[pid] = rank
+
+    def _ask_machine(self, node: int, index: int, env: dict[str, str], fds: list[int]) -> int:
+        """Have machine `node`'s keeper fork rank `index` with these pipes (app/sandbox/nodes.py's protocol: the
+        request's length and JSON, the pipes riding on its first bytes); return the rank's pid. The rank is
+        orphaned to this process, pid 1 of the job, which reaps it as it reaps its own."""
+        sock = self.machines[node]
+        data = json.dumps({"payload": self.payload, "index": index, "env": env}).encode()
+        socket.send_fds(sock, [MACHINE_HEADER.pack(len(data))], fds)
+        sock.sendall(data)
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = sock.recv(64)
+            if not chunk:
+                raise RuntimeError(f"machine {rankmod.NODE.format(node)} did not start rank {index}")
+            answer += chunk
+        return int(answer)
 
     # ---------------------------------------------------------------- supervise
     def supervise(self) -> None:
@@ -257,14 +284,17 @@ class Launcher:
         return 0 if all(r.status == 0 for r in self.ranks) else 1
 
 
-def run(payload: JobPayload, report_fd: int | None, request_key) -> int:
-    """Launch the payload's `nproc` ranks, supervise them, write the job's one report; return the exit code."""
+def run(payload: JobPayload, report_fd: int | None, request_key, machines: dict[int, int] | None = None) -> int:
+    """Launch the payload's `nproc` ranks, supervise them, write the job's one report; return the exit code.
+
+    machines: the sandbox's machine keepers (machine -> socket fd), which fork the ranks of a job of several
+    machines in each machine's own files; without them every rank is forked here."""
     nproc = int(payload["nproc"])
     # a rank may signal the launcher (pid 1 here, so only signals it handles arrive): SIGINT must not stop it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # the ranks run as our uid: not dumpable, /proc/1/fd and /proc/1/mem are not theirs to open
     prctl(PR_SET_DUMPABLE, 0)
-    launcher = Launcher(payload, nproc)
+    launcher = Launcher(payload, nproc, machines)
     launcher.start()
     launcher.supervise()
     if report_fd is not None:

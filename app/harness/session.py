@@ -13,10 +13,12 @@ import torch
 from app.harness.contract import PLAIN_CPU, JobPayload, SimulatedHost
 from app.harness.machine.builds import Availability
 from app.harness.machine.checkpoints import Checkpoints
-from app.harness.machine.cuda_runtime import CudaRuntime
+from app.harness.machine.clock import CLOCK
+from app.harness.machine.cuda_runtime import CudaRuntime, Patches
 from app.harness.machine.devices import Devices
 from app.harness.machine.distributed import Distributed
 from app.harness.machine.memory import Memory
+from app.harness.machine.mps import MpsRuntime
 from app.harness.tracing import placement
 
 
@@ -55,16 +57,26 @@ def prepare(payload: JobPayload, filename: str, *, grading: bool) -> Session:
     runtime = CudaRuntime(devices, memory)
     memory.fraction = lambda gpu: runtime.fractions.get(gpu, 1.0)  # set_per_process_memory_fraction's allowance
     # a graded job's probe may switch scenarios even on a CPU-only build; a plain one never does
-    availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading))
+    # the Mac's GPU, also for a probe's "and on a Mac?" scenario (its working set is the Mac profile's memory)
+    mps = MpsRuntime(host.gpu_memory_bytes if host.mps else 48 << 30)
+    mps.learner_file = filename
+    availability = Availability(devices, runtime, simulated=not real_cuda and (simulated or grading), mps=mps)
     availability.install()
     accelerator = f"{host.accelerator}:{index}" if host.accelerator else "cpu"
     tracer = placement.Tracer(filename, simulated=simulated, devices=devices, memory=memory,
                               accelerator=f"cuda:{index}" if real_cuda else accelerator)
+    tracer.mps = mps
+    if simulated and host.mps:
+        mps.watch_import(filename)
     tracer.install()
     distributed = Distributed(tracer, simulated=simulated)
     distributed.install()
     availability.remember_functions()  # the tracer wrapped some to see the learner's questions
     if simulated and host.cuda:
         Checkpoints(memory, tracer.set_label).install()
+    if simulated and host.clock:  # the simulated GPU's clock, and the program's clocks reading it
+        CLOCK.configure(host.clock)
+        CLOCK.line_finder = lambda: getattr(tracer.learner_frame(), "f_lineno", None)
+        CLOCK.install_clocks(Patches())
     return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
                    availability=availability, tracer=tracer, distributed=distributed)

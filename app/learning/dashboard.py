@@ -22,7 +22,19 @@ from sqlalchemy.orm import Session
 
 from app.content.course import Course
 from app.content.exercises import Exercise
-from app.models import Comment, CommentReport, ExerciseProgress, Learner, LessonRead, Submission, User
+from app.learning import reveals
+from app.learning.deadlines import Deadlines
+from app.models import (
+    Comment,
+    CommentReport,
+    ExerciseProgress,
+    Learner,
+    LessonRead,
+    Section,
+    SectionMember,
+    Submission,
+    User,
+)
 from app.submissions.history import current_verdicts, history, instructor_learner_ids, verdict_of
 
 ATTEMPT_STATUSES = ("passed", "failed", "timeout")
@@ -50,6 +62,12 @@ class ExerciseFigures:
     failing_checks: dict[str, int] = field(default_factory=dict)
     # (exception line, attempts that ended with it), most first
     exceptions: list[tuple[str, int]] = field(default_factory=list)
+    # failed attempts that ran nothing new, by why (app/learning/attempts.py REASONS), kept out of failing_checks
+    uncounted: dict[str, int] = field(default_factory=dict)
+    # learners who passed after seeing the reference solution
+    solution_first: int = 0
+    # learners whose first pass came after their deadline (None: the exercise has no deadline)
+    late_passes: int | None = None
 
     @property
     def pass_rate(self) -> float | None:
@@ -60,7 +78,9 @@ class ExerciseFigures:
         """Return the shape of GET /api/instructor/exercises."""
         return {"slug": self.slug, "learners": self.learners, "passed_learners": self.passed_learners,
                 "pass_rate": self.pass_rate, "attempts": self.attempts,
-                "median_attempts_to_pass": self.median_attempts_to_pass, "failing_checks": self.failing_checks}
+                "median_attempts_to_pass": self.median_attempts_to_pass, "failing_checks": self.failing_checks,
+                "uncounted_failures": self.uncounted, "passed_after_seeing_solution": self.solution_first,
+                "late_passes": self.late_passes}
 
 
 def exercises_in_order(course: Course) -> list[Exercise]:
@@ -85,12 +105,25 @@ def exercise_figures(session: Session, *, exercises: list[Exercise]) -> list[Exe
         if slug in figures:
             figures[slug].median_attempts_to_pass = statistics.median(attempts)
             figures[slug].median_seconds_to_pass = statistics.median(seconds)
+    # an attempt that ran nothing new (unchanged starter, a repeat, a syntax error) would push its check to the
+    # top for no reason: it is counted apart
     failing = (select(current.c.exercise_slug, current.c.first_failed_check, func.count())
-               .where(current.c.status.in_(FAILED), current.c.first_failed_check.is_not(None))
+               .where(current.c.status.in_(FAILED), current.c.first_failed_check.is_not(None),
+                      current.c.uncounted.is_(None))
                .group_by(current.c.exercise_slug, current.c.first_failed_check))
     for slug, check, count in sorted(session.execute(failing), key=lambda r: (-r[2], r[1])):
         if slug in figures:
             figures[slug].failing_checks[check] = count
+    junk = (select(current.c.exercise_slug, current.c.uncounted, func.count())
+            .where(current.c.status.in_(FAILED), current.c.uncounted.is_not(None))
+            .group_by(current.c.exercise_slug, current.c.uncounted))
+    for slug, reason, count in sorted(session.execute(junk), key=lambda r: (-r[2], r[1])):
+        if slug in figures:
+            figures[slug].uncounted[reason] = count
+    for slug, count in reveals.solution_first_by_exercise(session, learners=instructor_learner_ids()).items():
+        if slug in figures:
+            figures[slug].solution_first = count
+    _late_passes(session, figures)
     errors = (select(current.c.exercise_slug, current.c.error_line, func.count())
               .where(attempt, current.c.error_line.is_not(None))
               .group_by(current.c.exercise_slug, current.c.error_line))
@@ -98,6 +131,22 @@ def exercise_figures(session: Session, *, exercises: list[Exercise]) -> list[Exe
         if slug in figures and len(figures[slug].exceptions) < TOP_EXCEPTIONS:
             figures[slug].exceptions.append((line, count))
     return list(figures.values())
+
+
+def _late_passes(session: Session, figures: dict[str, ExerciseFigures]) -> None:
+    """Count, per exercise with a deadline, the learners whose pass came after their deadline (late, not refused)."""
+    deadlines = Deadlines(session)
+    dated = {slug for slug in figures if slug in deadlines.general} | {slug for slug, _ in deadlines.by_section}
+    if not dated:
+        return
+    for slug in dated & set(figures):
+        figures[slug].late_passes = 0
+    passes = select(ExerciseProgress.learner_id, ExerciseProgress.exercise_slug, ExerciseProgress.passed_at).where(
+        ExerciseProgress.passed_at.is_not(None), ExerciseProgress.exercise_slug.in_(dated),
+        ExerciseProgress.learner_id.not_in(instructor_learner_ids()))
+    for learner_id, slug, passed_at in session.execute(passes):
+        if slug in figures and deadlines.late(learner_id, slug, passed_at):
+            figures[slug].late_passes += 1
 
 
 def _paths_to_pass(session: Session, current) -> dict[str, tuple[list[int], list[float]]]:
@@ -219,7 +268,8 @@ def unsupported_passes(session: Session, *, exercise_slug: str) -> list[str]:
 
 
 PROGRESS_COLUMNS = ["learner_id", "name", "email", "exercise", "lesson", "attempts", "passed", "passed_at",
-                    "first_attempt_at", "last_attempt_at", "passes_current_checks"]
+                    "first_attempt_at", "last_attempt_at", "passes_current_checks", "hints_seen", "solution_seen_at",
+                    "solution_seen_before_passing", "sections", "deadline", "passed_late"]
 
 
 def progress_rows(session: Session, *, course: Course) -> list[list[str]]:
@@ -236,17 +286,37 @@ def progress_rows(session: Session, *, course: Course) -> list[list[str]]:
     current = current_verdicts(learners_only=True)
     passing = set(session.execute(select(current.c.learner_id, current.c.exercise_slug)
                                   .where(current.c.status == "passed").distinct()).all())
+    looked = reveals.looks(session)
+    deadlines = Deadlines(session)
+    in_sections = sections_by_learner(session)
     iso = lambda t: t.isoformat() if t else ""  # noqa: E731
     rows = []
     for learner_id, name, email in learners:
         for exercise in exercises_in_order(course):
             slug = exercise.slug
             row = progress.get((learner_id, slug))
+            passed_at = row.passed_at if row else None
+            seen = looked.get((learner_id, slug), {})
+            due = deadlines.due(learner_id, slug)
             rows.append([learner_id, name or "", email or "", slug, exercise.lesson, str(row.attempts if row else 0),
-                         "yes" if row and row.passed_at else "no", iso(row and row.passed_at),
+                         "yes" if passed_at else "no", iso(passed_at),
                          iso(row and row.first_attempt_at), iso(row and row.last_attempt_at),
-                         "yes" if (learner_id, slug) in passing else "no"])
+                         "yes" if (learner_id, slug) in passing else "no", str(seen.get("hints", 0)),
+                         iso(seen.get("solution_at")),
+                         "yes" if reveals.seen_before_passing(seen.get("solution_at"), passed_at) else "no",
+                         "; ".join(in_sections.get(learner_id, [])), iso(due),
+                         "yes" if deadlines.late(learner_id, slug, passed_at) else "no"])
     return rows
+
+
+def sections_by_learner(session: Session) -> dict[str, list[str]]:
+    """Return each learner's sections (as a learner), by name, in one query."""
+    found: dict[str, list[str]] = defaultdict(list)
+    query = (select(SectionMember.learner_id, Section.name).join(Section, Section.id == SectionMember.section_id)
+             .where(SectionMember.role == "learner").order_by(Section.name))
+    for learner_id, name in session.execute(query):
+        found[learner_id].append(name)
+    return found
 
 
 __all__ = ["ExerciseFigures", "LessonFigures", "SubmissionRow", "exercises_in_order", "exercise_figures",

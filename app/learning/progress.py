@@ -19,7 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.models import FINAL_STATUSES, ExerciseProgress, Learner, LessonRead, Submission, User, utcnow
+from app.models import FINAL_STATUSES, ExerciseProgress, Learner, LessonRead, Reveal, Submission, User, utcnow
 
 
 def ensure_learner(session: Session, learner_id: str) -> Learner:
@@ -73,9 +73,17 @@ def _exercise_row(session: Session, learner_id: str, exercise_slug: str) -> Exer
 def record_submission(
     session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued",
     machine: str | None = None,
+    starter: str | None = None,
 ) -> Submission:
     """Store a new submission (status "queued", or "rejected" for code refused before running) and count
-    one attempt on the exercise. Return it; its `.id` is a random 32-hex-digit string."""
+    one attempt on the exercise. Return it; its `.id` is a random 32-hex-digit string.
+
+    Whether it ran nothing new (the exercise's `starter` unchanged, code already tried, a syntax error only) is
+    decided here, once (app/learning/attempts.py)."""
+    from app.learning.attempts import uncounted_reason
+
+    code_digest, uncounted = uncounted_reason(session, learner_id=learner_id, exercise_slug=exercise_slug, code=code,
+                                              starter=starter)
     now = utcnow()
     touch(session, learner_id, now)
     row = _exercise_row(session, learner_id, exercise_slug)
@@ -90,6 +98,8 @@ def record_submission(
         status=status,
         machine=machine,
         created_at=now,
+        code_digest=code_digest,
+        uncounted=uncounted,
     )
     if status in FINAL_STATUSES:
         submission.finished_at = now
@@ -161,7 +171,8 @@ def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
 def merge_learners(session: Session, *, source_id: str, target_id: str) -> bool:
     """Move an anonymous learner's progress into another learner (an account's) and delete the source.
 
-    Lessons read and passes are unions (earliest time wins), attempts add up, submissions move over. A source
+    Lessons read and passes are unions (earliest time wins), attempts add up, submissions and the looks at hints
+    and solutions move over. A source
     that belongs to an account is never merged (logging in as B while signed in as A must not give B A's
     progress). Return True if anything was merged.
     """
@@ -175,6 +186,11 @@ def merge_learners(session: Session, *, source_id: str, target_id: str) -> bool:
     _merge_exercises(session, source_id, target_id)
     session.execute(
         update(Submission).where(Submission.learner_id == source_id).values(learner_id=target_id),
+        execution_options={"synchronize_session": False},
+    )
+    # the hints and solutions seen move too: signing in must not wipe "solution seen before passing"
+    session.execute(
+        update(Reveal).where(Reveal.learner_id == source_id).values(learner_id=target_id),
         execution_options={"synchronize_session": False},
     )
     target.last_activity_at = _latest(target.last_activity_at, source.last_activity_at)

@@ -28,6 +28,7 @@ class Submission(Base):
         Index(None, "learner_id", "exercise_slug", "created_at"),
         Index(None, "exercise_slug", "created_at"),
         Index(None, "status", "heartbeat_at"),  # the sweeper's question: which unfinished runs went quiet
+        Index(None, "learner_id", "exercise_slug", "code_digest"),  # "the same code as an earlier attempt"
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -50,6 +51,12 @@ class Submission(Base):
     worker: Mapped[str | None] = mapped_column(String(200))
     # "running": the worker's last heartbeat; "queued": when the attempt was put on the queue (None: not yet)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # SHA-256 of the code with trailing blanks dropped (app/learning/attempts.py): "the same code again" is one lookup
+    code_digest: Mapped[str | None] = mapped_column(String(64))
+    # why this attempt ran nothing new and does not count toward the solution's unlock or the failing checks:
+    # "starter" (the unchanged starter), "repeat" (the same code as an earlier attempt), "syntax" (not valid
+    # Python: nothing ran). None: a counted attempt
+    uncounted: Mapped[str | None] = mapped_column(String(16))
 
     @property
     def finished(self) -> bool:

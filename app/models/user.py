@@ -9,14 +9,15 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, UTCDateTime, utcnow
 
-ROLES = ("learner", "instructor")
+# a teaching assistant ("ta") sees and acts for the learners of the sections they assist (app/learning/sections.py)
+ROLES = ("learner", "ta", "instructor")
 
 
 class User(Base):
     """An account: display name, unique email (stored lower-case), argon2 hash, role, and its learner id."""
 
     __tablename__ = "users"
-    __table_args__ = (CheckConstraint("role IN ('learner', 'instructor')", name="role"),)
+    __table_args__ = (CheckConstraint("role IN ('learner', 'ta', 'instructor')", name="role"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     display_name: Mapped[str] = mapped_column(String(80))
@@ -32,6 +33,15 @@ class User(Base):
     @property
     def is_instructor(self) -> bool:
         return self.role == "instructor"
+
+    @property
+    def is_ta(self) -> bool:
+        return self.role == "ta"
+
+    @property
+    def is_staff(self) -> bool:
+        """An instructor or a teaching assistant: someone who sees other learners' work (a TA: their sections')."""
+        return self.role in ("ta", "instructor")
 
     def __repr__(self) -> str:
         return f"<User {self.id} {self.email} {self.role}>"

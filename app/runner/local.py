@@ -102,6 +102,10 @@ class LocalRunner:
         self.info: dict = {}
         self.server_pid: int | None = None
         self.restarts = 0
+        # the server has said it is ready and has not gone away since; a job that finds it not up waits for a
+        # server to start (a cold start), which /readyz's warm-up exists to spare learners: cold_starts counts them
+        self.up = False
+        self.cold_starts = 0
         self._sem: asyncio.Semaphore | None = None
         self._waiting = 0
         self._running: dict[str, LocalJobHandle] = {}
@@ -185,6 +189,7 @@ class LocalRunner:
         elif self.info.get("unsafe_dev") and not self.info.get("isolate"):
             log.warning("sandbox runs learner code WITHOUT isolation (COURSE_SANDBOX_UNSAFE_DEV)")
         self._reader_task = asyncio.create_task(self._read_loop(reader, frames, self._proc))
+        self.up = True
 
     async def _read_until_ready(self, reader: asyncio.StreamReader, frames: protocol.FrameReader) -> dict:
         while True:
@@ -206,6 +211,7 @@ class LocalRunner:
             log.error("lost the sandbox server: %s", exc)
         if self._stopping or proc is not self._proc:
             return
+        self.up = False
         code = await proc.wait()
         if self._writer is not None:
             self._writer.close()
@@ -238,6 +244,7 @@ class LocalRunner:
     async def _close_server(self) -> None:
         proc, writer = self._proc, self._writer
         self._writer = None
+        self.up = False
         if writer is not None:
             writer.close()
         if proc is not None and proc.returncode is None and writer is None:
@@ -285,6 +292,8 @@ class LocalRunner:
 
     async def _execute(self, handle: LocalJobHandle) -> None:
         started = time.monotonic()
+        if not self.up:
+            self.cold_starts += 1
         await self._ensure_server()
         if self.info.get("refuse"):
             handle._finish(Result(status="error", message=self.info["refuse"]))

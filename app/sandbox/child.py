@@ -34,7 +34,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 
-from app.sandbox import isolation
+from app.sandbox import isolation, nodes
 from app.sandbox import warm as warmmod
 
 # the same numbers as app/harness/channel.py (a test holds them equal; importing the harness here would
@@ -218,12 +218,16 @@ def _setup_failed(exc: BaseException) -> None:
         os._exit(SETUP_FAILED)
 
 
-def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None, net: bool = False) -> None:
+def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None,
+             net: bool = False) -> tuple[int | None, dict]:
     """Turn this process into the job's sandbox: root, hostname, rlimits, uid, seccomp. Order matters.
 
     warm: this process already warmed up (and may have threads); see app.sandbox.warm. net: a job of several
-    ranks: its network namespace's loopback comes up (before privileges go), /etc/hosts names it, and the seccomp
-    variant lets its ranks open TCP sockets; that loopback is all the namespace holds."""
+    ranks: its network namespace's loopback comes up (before privileges go), /etc/hosts names it, the seccomp
+    variant lets its ranks open TCP sockets (that loopback is all the namespace holds), and the machine keepers
+    of a job of several machines are forked (nodes.py). Returns (None, {machine: socket}) in the job process, and
+    (g, {g: socket}) in machine keeper g, which has isolated itself the same way."""
+    machine, machines = None, {}
     if ctx.isolate:
         os.setsid()
         plan = ctx.gpu_plan if warm and warm.gpu else ctx.plan
@@ -234,6 +238,7 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None, 
         socket.sethostname("sandbox")
         if net:
             isolation.bring_up_loopback()
+            machine, machines = nodes.fork_keepers(limits.tmpfs_bytes)
     nproc = None
     if ctx.isolate:
         # RLIMIT_NPROC counts the processes of the job's uid (in a user namespace: of that namespace only);
@@ -265,6 +270,7 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None, 
         seccomp = ctx.seccomp_every_thread if warm else ctx.seccomp
     if seccomp is not None:
         seccomp.load()  # also sets no_new_privs (in every thread, with TSYNC)
+    return machine, machines
 
 
 def _read_payload(channel) -> dict:
@@ -275,8 +281,12 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
     """(Warm up,) isolate, signal readiness, wait for the payload and run the harness. Never returns."""
     try:
         if warm:
+            if ctx.isolate and warm.gpu is not None and warm.dev_root == warmmod.HOST_DEV:
+                isolation.own_proc()  # CUDA's cuInit fails in a pid namespace that /proc does not show
             warmmod.warm_up(warm)
-        _isolate(ctx, limits, slot, warm, net)
+        machine, machines = _isolate(ctx, limits, slot, warm, net)
+        if machine is not None:  # a machine keeper: it serves the launcher, never runs the job
+            nodes.serve(machines[machine], ctx.harness.start_rank, (PAYLOAD_FD, REPORT_FD, STATUS_FD))
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)
@@ -285,13 +295,16 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
     try:
         payload = _read_payload(channel)
         if warm and payload.get("sandbox_limits"):  # this child was made before its job was known
-            warmmod.tighten_rlimits(type(limits).from_dict(payload.pop("sandbox_limits")))
+            tight = payload.pop("sandbox_limits")
+            warmmod.tighten_rlimits(type(limits).from_dict(tight))
+            nodes.tighten(machines, tight)
         sys.dont_write_bytecode = True
         sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
         text = {"buffering": 1, "encoding": "utf-8", "errors": "backslashreplace", "closefd": False}
         out = sys.stdout = sys.__stdout__ = open(1, "w", **text)  # line-buffered: output streams as printed
         err = sys.stderr = sys.__stderr__ = open(2, "w", **text)
-        code = ctx.harness.main(payload, REPORT_FD, request_key=channel.request_key)
+        code = ctx.harness.main(payload, REPORT_FD, request_key=channel.request_key,
+                                machines={g: sock.fileno() for g, sock in machines.items()})
     except BaseException:  # noqa: BLE001 - the harness itself broke: show it like Python would
         traceback.print_exc(file=err)
     finally:

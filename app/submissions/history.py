@@ -106,7 +106,8 @@ def _run_row(submission_id: str, status: str, verdict: dict | None, finished_at)
 
 def current_verdicts(*, exercise_slug: str | None = None, learners_only: bool = False):
     """Return a subquery of every summarised submission with its current (newest) verdict's columns:
-    submission_id, learner_id, exercise_slug, created_at, revision, status, first_failed_check, error_line.
+    submission_id, learner_id, exercise_slug, created_at, revision, status, first_failed_check, error_line, uncounted
+    (why the attempt ran nothing new, app/learning/attempts.py; None when it counts).
     With `learners_only`, instructors' own submissions (trying their exercises) are left out."""
     newest = select(SubmissionVerdict.submission_id, func.max(SubmissionVerdict.revision).label("revision"))
     if exercise_slug is not None:
@@ -115,7 +116,7 @@ def current_verdicts(*, exercise_slug: str | None = None, learners_only: bool = 
     newest = newest.group_by(SubmissionVerdict.submission_id).subquery("newest")
     query = (select(Submission.id.label("submission_id"), Submission.learner_id, Submission.exercise_slug,
                     Submission.created_at, SubmissionVerdict.revision, SubmissionVerdict.status,
-                    SubmissionVerdict.first_failed_check, SubmissionVerdict.error_line)
+                    SubmissionVerdict.first_failed_check, SubmissionVerdict.error_line, Submission.uncounted)
              .join(SubmissionVerdict, SubmissionVerdict.submission_id == Submission.id)
              .join(newest, and_(newest.c.submission_id == SubmissionVerdict.submission_id,
                                 newest.c.revision == SubmissionVerdict.revision)))

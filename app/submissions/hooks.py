@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session
 
 from app.learning import progress
+from app.lti.passback import queue_grade
 
 if TYPE_CHECKING:
     from app.submissions.finish import Stored
@@ -46,8 +47,9 @@ def record_progress(session: Session, stored: Stored) -> None:
                                       exercise_slug=submission.exercise_slug, at=at)
 
 
-# in order; finish() runs them all
-AFTER_VERDICT: list[Hook] = [record_progress]
+# in order; finish() runs them all. queue_grade: the LMS grade passback's outbox (app/lti/passback.py), listed
+# here rather than appended where it is defined so that every writer (a worker, `course regrade`) has it
+AFTER_VERDICT: list[Hook] = [record_progress, queue_grade]
 
 
 def after_verdict(session: Session, stored: Stored) -> None:

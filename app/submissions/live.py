@@ -166,6 +166,10 @@ def sse_events(events, after: str | None):
 # --- running submissions ---------------------------------------------------------------------------------
 
 
+# the learner id of the warm-up's rehearsal, which is rolled back: no row ever holds it
+REHEARSAL_LEARNER = "warm-up-rehearsal"
+
+
 class LiveHub:
     """The submissions this process is grading: start them, stream them, store them (a Hub, app/submissions/hub.py)."""
 
@@ -186,7 +190,8 @@ class LiveHub:
         grading = prepare(exercise, code, limits=self.runner.limits, machine=machine)
         handle = await self.runner.submit(grading.job)
         try:
-            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code, machine)
+            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code,
+                                                           exercise.starter, machine)
         except BaseException:  # the database failed, or the request went away: stop the run too
             await asyncio.shield(handle.cancel())
             raise
@@ -196,12 +201,31 @@ class LiveHub:
         task.add_done_callback(self._tasks.discard)
         return submission_id
 
-    def _record(self, learner_id: str, exercise_slug: str, code: str, machine: str | None = None) -> str:
+    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None,
+                machine: str | None = None) -> str:
         with self.db.session(write=True) as session, session.begin():
             submission = progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
-                                                    code=code, machine=machine)
+                                                    code=code, starter=starter, machine=machine)
             progress.start_submission(session, submission_id=submission.id)
             return submission.id
+
+    def rehearse(self, *, exercise_slug: str, code: str, verdict: dict) -> None:
+        """Store a submission and its verdict as a run does, then roll it all back: nothing stays.
+
+        SQLAlchemy compiles each statement on its first use (tens of ms here), which the first learner's
+        submission would otherwise pay; the server's warm-up (app/web/readiness.py) calls this once.
+        """
+        with self.db.session(write=True) as session:
+            transaction = session.begin()
+            try:
+                submission = progress.record_submission(session, learner_id=REHEARSAL_LEARNER,
+                                                        exercise_slug=exercise_slug, code=code)
+                progress.start_submission(session, submission_id=submission.id)
+                session.flush()
+                stored = finish(session, submission_id=submission.id, verdict=verdict)
+                verdict_json(stored.submission if stored else submission)
+            finally:
+                transaction.rollback()
 
     async def _grade(self, grading: Grading, handle: JobHandle, submission_id: str, run: LiveRun) -> None:
         """Follow the job in the background, push output as it comes, then store and push the verdict."""

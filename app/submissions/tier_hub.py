@@ -62,7 +62,8 @@ class CeleryHub:
         """Store the submission and send its job; return its id. Raises Busy or Unavailable (nothing stored)."""
         gpu = bool(getattr(exercise.spec, "needs_gpu", False))
         await self.runner.admit("gpu" if gpu else "cpu")
-        submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code, machine)
+        submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code,
+                                                       exercise.starter, machine)
         try:
             await self.runner.send_submission(submission_id, 1, gpu=gpu)
         except Unavailable as exc:  # stored but not sent: the sweeper sends it once Redis is back
@@ -71,10 +72,11 @@ class CeleryHub:
         await anyio.to_thread.run_sync(self._enqueued, submission_id)
         return submission_id
 
-    def _record(self, learner_id: str, exercise_slug: str, code: str, machine: str | None = None) -> str:
+    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None,
+                machine: str | None = None) -> str:
         with self.db.session(write=True) as session, session.begin():
             return progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
-                                              code=code, machine=machine).id
+                                              code=code, starter=starter, machine=machine).id
 
     def _enqueued(self, submission_id: str) -> None:
         with self.db.session(write=True) as session, session.begin():

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import hashlib
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.content.exercises import Exercise
 from app.content.markdown import highlight_code
+from app.core.errors import Refusal
 from app.grading.paths import verdict_for_learner
-from app.learning import progress
+from app.learning import progress, reveals
+from app.learning.reveals import FAILED_STATUSES
 from app.models import Submission
 
-# failed attempts after which the reference solution is shown (a pass shows it at once)
+# failed attempts after which the reference solution is shown by default (COURSE_SOLUTION_UNLOCK, failures:5)
 SOLUTION_AFTER_FAILURES = 5
-# statuses that count as the learner's own failed attempt ("error" is the grader's fault, "rejected" never ran)
-FAILED_STATUSES = ("failed", "timeout")
+DEFAULT_UNLOCK = f"failures:{SOLUTION_AFTER_FAILURES}"
 
 
 def iso(value) -> str | None:
@@ -53,10 +53,8 @@ def attempt_summary(submission: Submission) -> dict:
 
 
 def failed_attempts(session: Session, *, learner_id: str, exercise_slug: str) -> int:
-    """Count the learner's attempts at an exercise that ran and failed."""
-    return session.scalar(select(func.count()).select_from(Submission).where(
-        Submission.learner_id == learner_id, Submission.exercise_slug == exercise_slug,
-        Submission.status.in_(FAILED_STATUSES)))
+    """Count the learner's failed attempts at an exercise that ran something new (those the unlock counts)."""
+    return reveals.counted_failures(session, learner_id=learner_id, exercise_slug=exercise_slug)
 
 
 def learner_key(learner_id: str) -> str:
@@ -64,36 +62,70 @@ def learner_key(learner_id: str) -> str:
     return hashlib.sha256(f"course-drafts:{learner_id}".encode()).hexdigest()[:16]
 
 
-def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, limit: int = 20) -> dict:
-    """Return what the panel shows a learner: attempts (newest first), last code, and the solution when earned.
+def exercise_state(session: Session, *, learner_id: str, exercise: Exercise, limit: int = 20,
+                   unlock: str = DEFAULT_UNLOCK) -> dict:  # fmt: skip
+    """Return what the panel shows a learner: attempts (newest first), last code, and the solution once seen.
 
-    The solution unlocks after a pass or after SOLUTION_AFTER_FAILURES failed attempts; the server decides,
-    so the page never holds an answer the learner has not earned.
+    Whether the solution is open is the exercise's unlock rule (`unlock`: the course's COURSE_SOLUTION_UNLOCK,
+    unless exercise.yaml says otherwise; app/learning/reveals.py). Open, it is still served only by asking for it
+    (POST /api/exercises/{slug}/solution), which records the look; once seen it is part of this state. So the
+    page never holds an answer the learner has not earned, nor one they did not ask to see.
     """
     attempts = progress.list_submissions(session, learner_id=learner_id, exercise_slug=exercise.slug, limit=limit)
     row = progress.learner_progress(session, learner_id=learner_id).exercises.get(exercise.slug)
     passed = row is not None and row.passed_at is not None
-    failures = failed_attempts(session, learner_id=learner_id, exercise_slug=exercise.slug)
-    unlocked = passed or failures >= SOLUTION_AFTER_FAILURES
-    reason = ("You passed; here is the reference solution to compare with yours." if passed else
-              f"After {failures} failed attempts, here is the reference solution." if unlocked else None)
+    state = reveals.unlock_state(session, learner_id=learner_id, exercise=exercise, passed=passed,
+                                 course_rule=unlock)
+    looked = reveals.looks(session, learner_ids=[learner_id], exercise_slug=exercise.slug).get(
+        (learner_id, exercise.slug), {"solution_at": None, "hints": 0})
+    seen = looked["solution_at"]
+    shown = state.unlocked and seen is not None
     return {
         "exercise": exercise.slug,
         "attempts": [attempt_summary(s) for s in attempts],
         "latest_code": attempts[0].code if attempts else None,
         "passed": passed,
-        "failed_attempts": failures,
-        "solution_unlocked": unlocked,
-        "solution_reason": reason,
-        "solution": exercise.solution if unlocked else None,
-        "solution_html": highlight_code(exercise.solution, "python") if unlocked else None,
-        "failures_to_unlock": max(0, SOLUTION_AFTER_FAILURES - failures) if not unlocked else 0,
+        "failed_attempts": state.failures,
+        "solution_unlocked": state.unlocked,
+        "solution_reason": state.reason,
+        "solution_lock": state.lock,
+        "solution_seen_at": iso(seen),
+        "hints_seen": looked["hints"],
+        "solution": exercise.solution if shown else None,
+        "solution_html": highlight_code(exercise.solution, "python") if shown else None,
+        "failures_to_unlock": state.failures_to_unlock,
     }
 
 
-def panel_state(session: Session, *, learner_id: str, exercise: Exercise) -> dict:
+class RevealRefused(Refusal):
+    """A look at a solution that is not open, or at a hint the exercise lacks."""
+
+
+def reveal_solution(session: Session, *, learner_id: str, exercise: Exercise, unlock: str = DEFAULT_UNLOCK) -> dict:
+    """Record a look at the solution and return it; Refusal(403) with the lock's sentence while it is closed."""
+    row = progress.learner_progress(session, learner_id=learner_id).exercises.get(exercise.slug)
+    state = reveals.unlock_state(session, learner_id=learner_id, exercise=exercise,
+                                 passed=row is not None and row.passed_at is not None, course_rule=unlock)
+    if not state.unlocked:
+        raise RevealRefused(403, state.lock or "The reference solution is not open to you yet.")
+    look = reveals.record_reveal(session, learner_id=learner_id, exercise_slug=exercise.slug, kind="solution")
+    return {"exercise": exercise.slug, "solution": exercise.solution,
+            "solution_html": highlight_code(exercise.solution, "python"), "solution_reason": state.reason,
+            "seen_at": iso(look.at)}
+
+
+def reveal_hint(session: Session, *, learner_id: str, exercise: Exercise, hint: int) -> dict:
+    """Record that the learner showed hint number `hint` (1 = the first); 404 for a hint the exercise lacks."""
+    if not 1 <= hint <= len(exercise.spec.hints):
+        raise RevealRefused(404, f"The exercise {exercise.slug!r} has {len(exercise.spec.hints)} hints; there is no "
+                           f"hint {hint}.")
+    look = reveals.record_reveal(session, learner_id=learner_id, exercise_slug=exercise.slug, kind="hint", hint=hint)
+    return {"exercise": exercise.slug, "hint": hint, "seen_at": iso(look.at)}
+
+
+def panel_state(session: Session, *, learner_id: str, exercise: Exercise, unlock: str = DEFAULT_UNLOCK) -> dict:
     """Return what a lesson page's exercise panel shows this learner: exercise_state, plus last code and verdict."""
-    state = exercise_state(session, learner_id=learner_id, exercise=exercise)
+    state = exercise_state(session, learner_id=learner_id, exercise=exercise, unlock=unlock)
     latest = progress.latest_submission(session, learner_id=learner_id, exercise_slug=exercise.slug)
     state["code"] = state["latest_code"]
     state["last"] = verdict_json(latest) if latest is not None and latest.finished else None
@@ -101,4 +133,5 @@ def panel_state(session: Session, *, learner_id: str, exercise: Exercise) -> dic
 
 
 __all__ = ["verdict_json", "attempt_summary", "failed_attempts", "learner_key", "exercise_state", "panel_state",
-           "iso", "SOLUTION_AFTER_FAILURES", "FAILED_STATUSES"]
+           "iso", "SOLUTION_AFTER_FAILURES", "FAILED_STATUSES", "DEFAULT_UNLOCK", "reveal_solution",
+           "reveal_hint", "RevealRefused"]

@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
+# Cross-site form posts that carry no token of ours by design: an LMS sends the browser here from its own site.
+# The launch is checked by its one-use state and nonce and the platform's signature instead
+# (docs/security.md#lti-launches); /lti/login only stores a state and redirects.
+CSRF_EXEMPT_PATHS = frozenset({"/lti/login", "/lti/launch"})
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 # what a lesson slug can look like; anything else is no lesson of ours, whatever the course holds
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
@@ -102,9 +106,25 @@ def instructor(request: Request) -> User:
     return user
 
 
+def staff(request: Request) -> User:
+    """Return the signed-in instructor or teaching assistant; SignInRequired for a visitor, 403 for a learner.
+    What a TA may see within these routes (their sections' learners) the route checks with
+    app.learning.sections.may_see."""
+    user = optional_user(request)
+    if user is None:
+        raise SignInRequired(401, "Sign in as an instructor or a teaching assistant first (POST /api/auth/login or "
+                                  "/login).")
+    if not user.is_staff:
+        raise HTTPException(403, f"This is for instructors only, and teaching assistants for their sections; you "
+                                 f"are signed in as {user.email}, a learner. `course users promote EMAIL --ta` makes "
+                                 "a teaching assistant.")
+    return user
+
+
 OptionalUser = Annotated[User | None, Depends(optional_user)]
 CurrentUser = Annotated[User, Depends(current_user)]
 InstructorUser = Annotated[User, Depends(instructor)]
+StaffUser = Annotated[User, Depends(staff)]
 LearnerId = Annotated[str, Depends(learner_id)]
 
 
@@ -134,7 +154,7 @@ KnownLesson = Annotated[str, Depends(known_lesson)]
 
 async def require_csrf(request: Request) -> None:
     """Refuse (403) an unsafe request whose CSRF token is missing or not this session's."""
-    if request.method in SAFE_METHODS:
+    if request.method in SAFE_METHODS or request.url.path in CSRF_EXEMPT_PATHS:
         return
     given = request.headers.get(CSRF_HEADER)
     if given is None and request.headers.get("content-type", "").startswith(FORM_TYPES):
@@ -215,6 +235,8 @@ __all__ = [
     "InstructorUser",
     "SignInRequired",
     "instructor",
+    "staff",
+    "StaffUser",
     "LearnerId",
     "CourseDep",
     "KnownLesson",

@@ -17,9 +17,12 @@ from app.accounts.password_reset import ResetLinkInvalid
 from app.accounts.users import AccountError
 from app.community.comments import CommentError
 from app.core.errors import Refusal
+from app.lti.launch import LaunchRefused
+from app.lti.platforms import PlatformError
 from app.runner.base import Busy, Rejected, Unavailable
 from app.submissions.live import Refused
 from app.submissions.regrade import RegradeError
+from app.submissions.views import RevealRefused
 from app.web.deps import SignInRequired
 from app.web.templating import render
 
@@ -109,6 +112,14 @@ async def refusal(request: Request, exc: Refusal):
     return await handler(request, HTTPException(exc.status_code, exc.message))
 
 
+async def lti_refused(request: Request, exc: Refusal):
+    """Answer a refused LTI login or launch: a page saying why for the browser the LMS sent (it posts a form, so
+    `wants_page` cannot tell), JSON for anything that asked for JSON."""
+    if "text/html" in request.headers.get("accept", ""):
+        return render(request, "lti/refused.html", status_code=exc.status_code, detail=exc.message)
+    return await http_exception_handler(request, HTTPException(exc.status_code, exc.message))
+
+
 async def rejected(request: Request, exc: Rejected):
     """Answer code the runner refused: 413 for source over the size limit, else 400."""
     return await refusal(request, Refused.of(exc))
@@ -145,7 +156,10 @@ HANDLERS = {
     AccountError: refusal,
     ResetLinkInvalid: refusal,
     RegradeError: refusal,
+    LaunchRefused: lti_refused,
+    PlatformError: lti_refused,
     Refused: refusal,
+    RevealRefused: refusal,
     Rejected: rejected,
     Busy: busy,
     Unavailable: unavailable,

@@ -21,6 +21,7 @@ from app.content import machine_choices
 from app.content.markdown import highlight_code, render_inline_markdown, render_markdown
 from app.core.config import Settings
 from app.grading.placement_map import EVENT_WORDS
+from app.learning.attempts import REASONS as UNCOUNTED_REASONS
 from app.web.output_view import output_items
 
 
@@ -141,7 +142,7 @@ def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Ji
     env.globals.update(current_user=current_user, csrf_token=csrf_token, csp_nonce=csp_nonce,
                        asset=AssetUrls(settings.static_dir, frozen=not reload), output_items=output_items,
                        placement_events=EVENT_WORDS, status_where=status_where,
-                       run_on=run_on)  # fmt: skip
+                       run_on=run_on, uncounted_reasons=UNCOUNTED_REASONS)  # fmt: skip
     env.filters.update(markdown=markdown_filter, markdown_inline=markdown_inline_filter, highlight=highlight_filter,
                        duration=duration_filter, code_spans=code_spans_filter)
     return Jinja2Templates(env=env)

@@ -129,10 +129,12 @@
         button.hidden = n >= items.length;
         button.textContent = `Show hint ${n + 1} of ${items.length}`;
       };
-      show(Math.min(items.length, Number((this.store && this.store.get("hints")) || 0)));
+      const before = Math.max(Number((this.store && this.store.get("hints")) || 0), Number(this.hintsSeen || 0));
+      show(Math.min(items.length, before));
       button.addEventListener("click", () => {
         show(shown + 1);
         if (this.store) this.store.set("hints", shown);
+        this.post(`${this.api}/exercises/${this.slug}/hints/${shown}`);  // recorded on the server, with its time
         items[shown - 1].querySelector("summary, p, div")?.focus?.();
       });
     }
@@ -171,6 +173,7 @@
       }
       if (restore) {
         this.restoreCode(data);
+        this.hintsSeen = data.hints_seen;
         this.wireHints();
       }
       this.renderAttempts(data.attempts || []);
@@ -212,21 +215,45 @@
       if (data.code != null) { this.editor.setValue(data.code); this.editor.focus(); }
     }
 
+    /** POST to the course's API with the session's CSRF token; resolve to the JSON answer, or null. */
+    async post(url) {
+      try {
+        const resp = await fetch(url, { method: "POST", credentials: "same-origin",
+                                        headers: { "X-CSRF-Token": csrfToken(this.root) } });
+        return resp.ok ? await resp.json() : null;
+      } catch (e) {
+        return null;
+      }
+    }
+
+    /** The solution, once open, is fetched only when the learner opens it: the server records that look. */
     renderSolution(data) {
       const lock = this.root.querySelector(".exercise-solution-lock");
       if (!this.solution) return;
-      if (!data.solution_unlocked || data.solution == null) {
-        if (lock) lock.textContent = "The reference solution appears after a pass or after " +
-          `${data.failures_to_unlock} more failed attempt${data.failures_to_unlock === 1 ? "" : "s"}.`;
+      if (!data.solution_unlocked) {
+        if (lock) { lock.hidden = false; lock.textContent = data.solution_lock || ""; }
         return;
       }
       this.solution.hidden = false;
       const code = this.solution.querySelector(".exercise-solution-code");
-      // the course's own solution, highlighted by the server's Pygments (app/content/markdown.py)
-      if (code && data.solution_html && !code.childElementCount) code.innerHTML = data.solution_html;
       const why = this.solution.querySelector(".exercise-solution-why");
-      if (why) why.textContent = data.solution_reason || "";
+      const fill = (shown) => {
+        // the course's own solution, highlighted by the server's Pygments (app/content/markdown.py)
+        if (code && shown.solution_html && !code.querySelector(".highlight")) code.innerHTML = shown.solution_html;
+        if (why) why.textContent = shown.solution_reason || "";
+      };
       if (lock) lock.hidden = true;
+      if (data.solution_html) { fill(data); return; }
+      if (why) why.textContent = "Open this to see the reference solution (the course records when you do).";
+      const form = this.solution.querySelector("form.exercise-solution-form");
+      if (form) form.hidden = true;
+      if (this.solution.dataset.wired) return;
+      this.solution.dataset.wired = "true";
+      this.solution.addEventListener("toggle", async () => {
+        if (!this.solution.open || (code && code.querySelector(".highlight"))) return;
+        const shown = await this.post(`${this.api}/exercises/${this.slug}/solution`);
+        if (shown) fill(shown);
+      });
     }
 
     /** The last run's placement map, which the server put in the page, in the editor's gutter. */

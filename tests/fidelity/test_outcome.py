@@ -35,5 +35,6 @@ def test_differences_name_the_line():
 
 
 def test_metadata_reads_the_gpus_a_program_needs():
-    assert metadata("# fidelity: gpus=2\nimport torch\n") == {"gpus": 2}
-    assert metadata('"""doc"""\nimport torch\n') == {"gpus": 1}
+    assert metadata("# fidelity: gpus=2\nimport torch\n") == {"gpus": 2, "machine": None}
+    assert metadata('"""doc"""\nimport torch\n') == {"gpus": 1, "machine": None}
+    assert metadata("# fidelity: machine=mac-m3-max\nimport torch\n")["machine"] == "mac-m3-max"

@@ -60,3 +60,22 @@ def test_accelerate_launch_of_one_process_and_with_cpu(sandbox):
     assert (one.status, one.stdout) == ("ok", "DistributedType.NO cuda 1\n"), one.stderr
     cpu = sandbox.run(Job(code=code, launcher="accelerate-cpu"))
     assert (cpu.status, cpu.stdout) == ("ok", "DistributedType.NO cpu 1\n"), cpu.stderr
+
+
+def test_gather_for_metrics_brings_every_ranks_values_back_without_the_padding(sandbox):
+    """accelerate's gather calls torch 2.13's all_gather_single, which gloo (under simulated NCCL) lacks; the
+    harness gathers through gloo's all_gather instead, and gather_for_metrics drops the samples the last batch
+    repeated to keep the ranks even (5 values over 2 ranks: 6 gathered, 5 kept)."""
+    code = ("import torch\n"
+            "from accelerate import Accelerator\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "a = Accelerator()\n"
+            "loader = a.prepare(DataLoader(TensorDataset(torch.arange(5.0)), batch_size=1))\n"
+            "kept = torch.cat([a.gather_for_metrics(xb) for (xb,) in loader])\n"
+            "plain = torch.cat([a.gather(xb) for (xb,) in loader])\n"
+            "print(a.process_index, sorted(kept.tolist()), len(plain), kept.device)\n")
+    r = sandbox.run(Job(code=code, filename="metrics.py", host=DEFAULT_HOST.with_gpus(2), nproc=2,
+                        launcher="accelerate"))
+    assert r.status == "ok", r.stderr
+    assert sorted(r.stdout.splitlines()) == ["0 [0.0, 1.0, 2.0, 3.0, 4.0] 6 cuda:0",
+                                             "1 [0.0, 1.0, 2.0, 3.0, 4.0] 6 cuda:1"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app import ROOT
-from app.harness.contract import DEFAULT_HOST
+from app.harness.contract import DEFAULT_HOST, machine_host
 from app.runner import Job
 from tests.support.outcome import Outcome, differences, metadata, outcome_of
 
@@ -26,6 +26,7 @@ class Program:
     source: str
     gpus: int
     expected: dict
+    machine: str | None = None  # a machine profile other than a CUDA host (the Mac), from `# fidelity: machine=`
 
     @property
     def name(self) -> str:
@@ -39,13 +40,14 @@ def load_corpus() -> list[Program]:
         source = path.read_text(encoding="utf-8")
         expected_path = EXPECTED / f"{path.stem}.json"
         expected = json.loads(expected_path.read_text(encoding="utf-8")) if expected_path.is_file() else {}
-        programs.append(Program(path, source, metadata(source)["gpus"], expected))
+        meta = metadata(source)
+        programs.append(Program(path, source, meta["gpus"], expected, meta["machine"]))
     return programs
 
 
 def simulate(blocking_runner, program: Program) -> Outcome:
     """Run one program as a plain sandbox job on the simulated host with the GPUs it needs."""
-    host = DEFAULT_HOST.with_gpus(program.gpus)
+    host = machine_host(program.machine) if program.machine else DEFAULT_HOST.with_gpus(program.gpus)
     result = blocking_runner.run(Job(code=program.source, filename=program.path.name, host=host))
     return outcome_of(result.stdout, result.stderr, host.gpu_name)
 

@@ -59,8 +59,9 @@ def outcome_of(stdout: str, stderr: str, gpu_name: str | None = None) -> Outcome
 
 
 def metadata(source: str) -> dict:
-    """The `# fidelity: key=value ...` settings at the top of a program (today: `gpus`, the GPUs it needs)."""
-    meta = {"gpus": 1}
+    """The `# fidelity: key=value ...` settings at the top of a program: `gpus`, the GPUs it needs, and `machine`,
+    the machine profile it runs on where that is not a CUDA host (`machine=mac-m3-max`: an Apple silicon Mac)."""
+    meta = {"gpus": 1, "machine": None}
     for line in source.splitlines():
         match = _META.match(line.strip())
         if not match:
@@ -71,6 +72,8 @@ def metadata(source: str) -> dict:
             key, _, value = item.partition("=")
             if key == "gpus":
                 meta["gpus"] = int(value)
+            elif key == "machine":
+                meta["machine"] = value
     return meta
 
 

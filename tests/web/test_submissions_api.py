@@ -74,8 +74,12 @@ def test_solution_passes_streams_is_stored_and_counts_as_progress(learner, slug)
     after = learner.get("/api/progress").json()["exercises"][slug]
     assert after["passed"] and after["attempts"] == 1
     state = learner.get(f"/api/exercises/{slug}/submissions").json()
-    assert state["solution_unlocked"] and state["solution"] == exercise_file(slug, "solution.py")
+    assert state["solution_unlocked"] and state["solution"] is None  # open, but served only when asked for
     assert state["latest_code"] == code and [a["id"] for a in state["attempts"]] == [submission_id]
+    shown = learner.post(f"/api/exercises/{slug}/solution")
+    assert shown.status_code == 200 and shown.json()["solution"] == exercise_file(slug, "solution.py")
+    state = learner.get(f"/api/exercises/{slug}/submissions").json()
+    assert state["solution"] == exercise_file(slug, "solution.py") and state["solution_seen_at"]
 
 
 @pytest.mark.parametrize("slug", EXERCISES)
@@ -151,10 +155,13 @@ def test_solution_unlocks_after_five_failed_attempts(learner):
         state = learner.get("/api/exercises/same-device/submissions").json()
         assert not state["solution_unlocked"] and state["solution"] is None
         assert state["failures_to_unlock"] == 6 - attempt
-        run(learner, "same-device", wrong)
+        refused = learner.post("/api/exercises/same-device/solution")
+        assert refused.status_code == 403 and f"after {6 - attempt} more failed" in refused.json()["detail"]
+        run(learner, "same-device", wrong + f"\nattempt = {attempt}\n")  # new code each time
     state = learner.get("/api/exercises/same-device/submissions").json()
-    assert state["solution_unlocked"] and state["solution"] == exercise_file("same-device", "solution.py")
-    assert len(state["attempts"]) == 5 and state["failed_attempts"] == 5
+    assert state["solution_unlocked"] and len(state["attempts"]) == 5 and state["failed_attempts"] == 5
+    shown = learner.post("/api/exercises/same-device/solution").json()
+    assert shown["solution"] == exercise_file("same-device", "solution.py")
 
 
 def test_code_over_the_source_limit_is_413(live_app, learner):

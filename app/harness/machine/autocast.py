@@ -39,17 +39,24 @@ WATCHED = LOWER_PRECISION | FP32 | FP32_SET_OPT_DTYPE | PROMOTE | BANNED
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def active() -> bool:
-    """True inside an enabled torch.autocast("cuda") region."""
-    return torch.is_autocast_enabled("cuda")
+def active() -> str | None:
+    """The device type of the enabled torch.autocast region ("cuda", or "mps" on a Mac), None outside one.
+
+    MPS autocast casts by the same lists (aten/src/ATen/autocast_mode.cpp registers AutocastMPS with the
+    lower_precision_fp and fp32 macros CUDA uses), in float16 or bfloat16 (torch/amp/autocast_mode.py)."""
+    if torch.is_autocast_enabled("cuda"):
+        return "cuda"
+    if torch.is_autocast_enabled("mps"):
+        return "mps"
+    return None
 
 
-def cast_arguments(name: str, args, kwargs, on_gpu):
+def cast_arguments(name: str, args, kwargs, on_gpu, kind: str = "cuda"):
     """Return (args, kwargs) cast the way CUDA autocast casts them for op `name`; raise for banned ops."""
     if name in BANNED:
         raise RuntimeError(messages.BCE_UNDER_AUTOCAST)
     if name in LOWER_PRECISION:
-        target = torch.get_autocast_dtype("cuda")
+        target = torch.get_autocast_dtype(kind)
         return _cast(args, on_gpu, lambda t: target), _cast(kwargs, on_gpu, lambda t: target)
     if name in FP32:
         return _cast(args, on_gpu, _to_fp32), _cast(kwargs, on_gpu, _to_fp32)

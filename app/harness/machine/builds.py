@@ -73,8 +73,9 @@ class Availability:
     simulated=False (the job really has CUDA): nothing is changed, except inside a probe's scenario.
     """
 
-    def __init__(self, devices: Devices, runtime: CudaRuntime, *, simulated: bool = True):
+    def __init__(self, devices: Devices, runtime: CudaRuntime, *, simulated: bool = True, mps=None):
         self.devices, self.runtime, self.simulated = devices, runtime, simulated
+        self.mps = mps  # the Mac's GPU (mps.MpsRuntime), answering torch.mps.* where the host has one
         self.patches = Patches()
         self.remember_functions()
 
@@ -101,6 +102,8 @@ class Availability:
         host, patches = self.devices.host, self.patches
         if host.cuda:
             self.runtime.install(patches)
+        if host.mps and self.mps is not None:
+            self.mps.install(patches)
         patches.set(torch._C, "_accelerator_getAccelerator", self.accelerator)
         patches.set(torch._C, "_has_mps", host.mps_built)
         patches.set(torch._C, "_mps_is_available", lambda: self.devices.host.mps)

@@ -29,6 +29,7 @@ import functools
 import hashlib
 import inspect
 import os
+import sys
 from collections.abc import Mapping
 
 import torch
@@ -41,9 +42,14 @@ from app.harness.machine.simulation import tensors_in
 from app.harness.wording import messages
 
 # the learner's torch.distributed calls recorded as `collective` facts
-COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce", "reduce_scatter",
-               "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier",
-               "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce",
+               "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
+               "barrier", "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list")
+# all-gathers into one tensor, which NCCL has and gloo (underneath simulated NCCL) has not; all_gather_single is
+# torch 2.13's new name, and accelerate's `gather` calls it when it exists (accelerate/utils/operations.py)
+ONE_TENSOR_GATHERS = ("all_gather_into_tensor", "all_gather_single")
+# libraries whose collectives, made on the learner's behalf, are recorded with the function the learner called
+LIBRARIES = ("accelerate",)
 # indices of a sampler pass kept in full (the first passes: enough to see the shards); later passes keep a digest
 INDICES_KEPT, PASSES_WITH_INDICES = 4096, 2
 # optimizers whose parameters are digested at the end (a script trains one model; a few is plenty)
@@ -215,6 +221,8 @@ class Distributed:
             line = me._line(direct=True)
             if line is not None:
                 me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
+            else:
+                me._through_library(name)
             if me.simulated and name == "barrier":
                 ids = kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
                 if me.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
@@ -224,6 +232,8 @@ class Distributed:
                 me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
                 if name == "all_reduce" and me.averages(args, kwargs):
                     return me.all_reduce_average(original, args, kwargs)
+                if name in ONE_TENSOR_GATHERS and me.asked_nccl():
+                    return me.all_gather_into_tensor(args, kwargs)
             return original(*args, **kwargs)
         return collective
 
@@ -232,6 +242,41 @@ class Distributed:
         op = kwargs.get("op", args[1] if len(args) > 1 else None)
         asked = str(self.requested.get(dist.GroupMember.WORLD) or "nccl").lower()
         return op == dist.ReduceOp.AVG and "nccl" in asked
+
+    def _through_library(self, op: str) -> None:
+        """A collective a library function made for the learner (accelerate's `gather_for_metrics`, `reduce`,
+        ...): record it as a `library_collective` fact naming the function the learner's line called."""
+        learner = self.tracer.learner_frame()
+        f = sys._getframe(2)
+        while f is not None and f.f_back is not learner:
+            f = f.f_back
+        if learner is None or f is None:
+            return
+        module = str(f.f_globals.get("__name__", ""))
+        if module.split(".")[0] in LIBRARIES:
+            self.tracer.record("library_collective", op=op, line=learner.f_lineno, module=module,
+                               via=f.f_code.co_qualname)
+
+    def asked_nccl(self) -> bool:
+        """Whether the learner asked NCCL for the default group (then gloo runs underneath)."""
+        return "nccl" in str(self.requested.get(dist.GroupMember.WORLD) or "nccl").lower()
+
+    def all_gather_into_tensor(self, args, kwargs):
+        """NCCL's all-gather into one tensor (accelerate's `gather` and `gather_for_metrics` use it whenever the
+        backend is not gloo: `all_gather_single`, else `all_gather_into_tensor`), as gloo can do it: gloo has no
+        `_allgather_base`, so all_gather into a list, then the pieces copied in rank order into the output, which
+        holds them concatenated or stacked (one layout in memory). Synchronous: with async_op=True the work
+        returned is already complete."""
+        names = ("output_tensor", "input_tensor", "group", "async_op")
+        bound = {**dict(zip(names, args)), **kwargs}
+        output, tensor, group = bound["output_tensor"], bound["input_tensor"], bound.get("group")
+        parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
+        work = _ORIGINALS["all_gather"](parts, tensor, group=group, async_op=bool(bound.get("async_op")))
+        if work is not None:
+            work.wait()
+        with torch.no_grad():
+            output.view(-1).copy_(torch.cat([p.reshape(-1) for p in parts]))
+        return work
 
     def all_reduce_average(self, original, args, kwargs):
         """NCCL's average, as gloo can do it: a sum, then a division by the group's size, in place."""
@@ -306,7 +351,9 @@ class Distributed:
             size = len(dataset)
         except TypeError:
             size = None
+        # direct: the learner built it; else a library did on the learner's line (accelerate's prepare)
         kept = self._record("loader", line=frame.f_lineno, id=id(loader),
+                            direct=self.tracer.learner_frame(direct=True) is not None,
                             sampler=type(sampler).__name__ if sampler is not None else None,
                             shuffle=bool(bound.get("shuffle")), dataset_len=size, error=None)
         try:

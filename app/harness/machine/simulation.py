@@ -15,7 +15,7 @@ import re
 
 import torch
 
-from app.harness.machine import autocast, cuda_streams, dataless
+from app.harness.machine import autocast, cuda_streams, dataless, mps
 from app.harness.wording import messages, wording
 
 _ORIG_TENSOR_TO = torch._C.TensorBase.to
@@ -26,6 +26,8 @@ _REAL_DEVICE = torch._C.device
 MIXING_ALLOWED = {"__setitem__", "copy_", "__deepcopy__", "__reduce_ex__", "__repr__", "__format__",
                   "__setstate__", "__get__", "__set__", "is_pinned", "pin_memory", "record_stream"}
 _REPR_SUFFIX = re.compile(r"(, (?:size|dtype|layout|grad_fn|requires_grad|names)=.*)?\)\Z", re.S)
+# reading a device tensor's value on the host: the host waits for the device, then copies the value back
+SYNC_READS = {"item", "tolist", "__repr__", "__format__", "__bool__", "__float__", "__int__", "__index__"}
 # random ops that take a `generator=`: a simulated GPU's draws use that GPU's generator
 RANDOM_WITH_GENERATOR = {"randn", "rand", "randint", "randperm", "normal", "bernoulli", "multinomial", "poisson",
                          "normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_",
@@ -78,6 +80,10 @@ class Simulation:
         """Put t on a simulated device (or back on the host: None), and count its memory there (which raises
         torch.OutOfMemoryError when the card cannot hold it)."""
         if label and label != "cpu":
+            if label.startswith("mps"):  # the Mac's GPU: no float64, and its own allocator
+                mps.refuse_dtype(t.dtype)
+                if self.mps is not None:
+                    self.mps.track(t)
             t._pt_dev = label
             if "_pt_nodata" in t.__dict__:
                 self.keep_saved_tensors()
@@ -141,8 +147,9 @@ class Simulation:
                 return int(label.rsplit(":", 1)[1])
             if label and name == "type" and len(args) == 1 and not kwargs:
                 return f"torch.{label.split(':')[0]}.{_LEGACY_TYPES.get(first.dtype, 'Tensor')}"
-            if label and name in ("item", "tolist"):
-                cuda_streams.CLOCK.tick()  # reading a GPU value waits for the GPU
+            if label and name in SYNC_READS:  # reading a GPU value waits for the GPU
+                frame = self.learner_frame() if cuda_streams.CLOCK.active else None
+                cuda_streams.CLOCK.sync(label, read=True, line=frame.f_lineno if frame else None)
             if label and name in dataless.READS and "_pt_nodata" in first.__dict__:
                 raise dataless.refuse(first, label)
         target = kwargs.get("device")
@@ -156,8 +163,9 @@ class Simulation:
         # past the job's budget for GPU tensors with values, results are kept without values too
         valueless = dataless.any_dataless(tensors_in((args, kwargs))) or (
             name not in dataless.NO_NEW_MEMORY and self.memory.over_budget(self.devices.host))
-        if autocast.active() and name in autocast.WATCHED:
-            args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator)
+        kind = autocast.active()
+        if kind and name in autocast.WATCHED:
+            args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator, kind)
         if valueless:
             return dataless.run(func, name, args, kwargs, self.device_of)
         if name in RANDOM_WITH_GENERATOR or name in RANDOM_WITHOUT_GENERATOR:
@@ -165,11 +173,17 @@ class Simulation:
             if label:
                 return self._with_gpu_random(label, func, name, args, kwargs)
         try:
+            if self.devices.host.mps and self._on_mps(args, kwargs):
+                return self.mps.run(func, args, kwargs)  # ops without an MPS kernel fail (or fall back) here
             return func(*args, **kwargs)
         except RuntimeError as exc:  # a meta tensor torch made itself (a gradient) met one with values
             if "meta" in str(exc) and any(_is_meta(t) for t in tensors_in((args, kwargs))):
                 return dataless.run(func, name, args, kwargs, self.device_of)
             raise
+
+    @staticmethod
+    def _on_mps(args, kwargs) -> bool:
+        return any(t.__dict__.get("_pt_dev", "").startswith("mps") for t in tensors_in((args, kwargs)))
 
     def keep_saved_tensors(self) -> None:
         """From the first data-less tensor on, count what autograd saves for backward until its graph is gone
@@ -303,6 +317,15 @@ class Simulation:
             self.note_placement(label)
         out = self._move_data(src, label, current, dtype, non_blocking, bool(kwargs.get("copy", False) or moving),
                               memory_format)
+        clock = cuda_streams.CLOCK
+        if clock.active and out is not src and (moving or label != "cpu"):
+            frame = self.learner_frame()
+            line = frame.f_lineno if frame else None
+            if moving:
+                clock.copy(current, label, src.numel() * src.element_size(), line=line, non_blocking=non_blocking,
+                           pinned=bool(src.__dict__.get("_pt_pinned")))
+            else:  # a cast or a copy on the same GPU: one elementwise kernel
+                clock.op("_to_copy", label, [src], [out], line)
         if out is not src:
             self.set_label(out, label if label != "cpu" else None)
             for key in ("_pt_batch", "_pt_loss"):
@@ -342,12 +365,14 @@ class Simulation:
         if non_blocking:
             out._pt_pinned = True  # torch allocates the destination pinned, so the copy really is asynchronous
             out._pt_copied_at = cuda_streams.CLOCK.count
-        else:
+        elif not cuda_streams.CLOCK.active:  # with a clock, the copy itself waited (and counted)
             cuda_streams.CLOCK.tick()
 
     # ---------------------------------------------------------------- random numbers of a simulated GPU
     def _gpu_generator(self, label: str):
         index = int(label.rsplit(":", 1)[1])
+        if label.startswith("mps"):  # the Mac's one generator (torch.mps.manual_seed seeds it)
+            return self.mps.generator if self.mps is not None else None
         generators = torch.cuda.default_generators if label.startswith("cuda") else ()
         return generators[index] if index < len(generators) else None
 

@@ -6,6 +6,12 @@ How: rerun the call with every simulated GPU tensor replaced by a shapeless-cost
 its GPU (cuda:0, cuda:1 ...), under a TorchDispatchMode that stops at the first ATen op whose tensors sit on
 two devices: a GPU and the host (0-dim host tensors excepted, as on CUDA), or two GPUs. The op's name indexes
 `cuda_device_checks.json`, generated from torch's own native_functions.yaml (see gen_cuda_checks.py).
+
+On a Mac (tensors on mps:0) torch's generated MPS wrappers check no devices: the error comes from the kernel
+itself. A TensorIterator op still says "found at least two devices"; F.linear reaches _mps_linear
+(aten/src/ATen/native/mps/operations/Linear.mm), which names the argument off the GPU; a convolution fails in
+Convolution.cpp's type check with MPS's type name; any other kernel fails binding a host tensor to its graph
+(aten/src/ATen/native/mps/OperationUtils.mm: Placeholder).
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 _TABLE: dict[str, list] = json.loads(Path(__file__).with_name("cuda_device_checks.json").read_text("utf-8"))
 
 SAME_DEVICE_PREFIX = "Expected all tensors to be on the same device"
+# aten/src/ATen/native/mps/OperationUtils.mm: Placeholder::Placeholder, for a tensor not on the MPS device
+MPS_PLACEHOLDER = "Placeholder storage has not been allocated on MPS device!"
+# aten/src/ATen/native/mps/operations/Linear.mm: _mps_linear
+MPS_LINEAR = "Tensor for argument {name} is on {device} but expected on mps"
 
 # Ops that legitimately take tensors from both sides: copies and indexing with host indices.
 _MIXING_ALLOWED = {"copy_", "_copy_from", "_to_copy", "index.Tensor", "index_put_", "_index_put_impl_",
@@ -99,6 +109,9 @@ def _convolution_message(named, dev) -> str:
     tensors = dict(named)
 
     def type_name(t):
+        if dev(t).startswith("mps"):  # no legacy tensor type for MPS: Tensor::toString() names the dispatch key
+            scalar = {torch.float32: "Float", torch.float16: "Half", torch.bfloat16: "BFloat16"}.get(t.dtype, "Float")
+            return f"MPS{scalar}Type"
         base = {torch.float32: "FloatTensor", torch.float64: "DoubleTensor", torch.float16: "HalfTensor",
                 torch.bfloat16: "BFloat16Tensor"}.get(t.dtype, "Tensor")
         return f"torch.{'cuda.' if dev(t) != 'cpu' else ''}{base}"
@@ -148,6 +161,8 @@ class _FirstMixedOp(TorchDispatchMode):
         named = _named_tensors(func, args, kwargs)
         if op in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d"):
             return _convolution_message(named, self._dev)
+        if any(self._dev(t).startswith("mps") for _, t in named):
+            return self.word_mps(op, named)
         alias = _aliases(op, named, self._dev)
         if alias is not None and alias[0] in _TABLE:
             message = exact_check_message(_TABLE[alias[0]][0], alias[1])
@@ -161,6 +176,25 @@ class _FirstMixedOp(TorchDispatchMode):
             if message:
                 return message
         return iterator_message([(self._dev(t), _is_host_scalar(t)) for _, t in named]) or generic(named, self._dev)
+
+
+    def word_mps(self, op, named) -> str:
+        """The Mac's words: TensorIterator's for ops without an exact device check on CUDA, else the Placeholder's."""
+        if op in _TABLE or _aliases(op, named, self._dev):  # a kernel of its own, binding each tensor to its graph
+            return MPS_PLACEHOLDER
+        return iterator_message([(self._dev(t), _is_host_scalar(t)) for _, t in named]) or generic(named, self._dev)
+
+
+def linear_on_mps(args, kwargs, device_of) -> str | None:
+    """F.linear on a Mac: _mps_linear checks input, then weight, then bias."""
+    names = ("input", "weight", "bias")
+    bound = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    for name in names:
+        t = bound.get(name)
+        if isinstance(t, torch.Tensor) and not device_of(t).startswith("mps"):
+            return MPS_LINEAR.format(name=name, device=device_of(t))
+    return None
 
 
 def generic(named, dev) -> str:
@@ -184,6 +218,8 @@ def mismatch_message(func, args, kwargs, device_of) -> str | None:
     """
     flat = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
     first_gpu = next((device_of(t) for t in flat if device_of(t) != "cpu"), "cuda:0")
+    if first_gpu.startswith("mps") and getattr(func, "__name__", "") == "linear":
+        return linear_on_mps(args, kwargs, device_of)
 
     def swap(x):
         return _to_meta(x, device_of(x)) if isinstance(x, torch.Tensor) and device_of(x) != "cpu" else x

@@ -15,15 +15,16 @@ from collections.abc import AsyncIterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.content import machine_choices
 from app.content.exercises import Exercise
-from app.learning import progress
+from app.learning import progress, sections
 from app.models import Submission
 from app.runner.base import Busy, Unavailable
+from app.submissions import views
 from app.submissions.hub import Hub
 from app.submissions.live import Refused, check_code
 from app.submissions.views import exercise_state, learner_key, verdict_json
@@ -66,10 +67,14 @@ def get_exercise(slug: str, request: Request) -> Exercise:
 
 
 def owned_submission(submission_id: str, request: Request, learner: LearnerId, user: OptionalUser) -> Submission:
-    """Return the submission if this visitor may read it (their own, or any for an instructor); else 404."""
+    """Return the submission if this visitor may read it (their own, any for an instructor, their sections'
+    learners' for a teaching assistant); else 404."""
     with request.app.state.db.session() as session:
         submission = progress.get_submission(session, submission_id)
-    if submission is None or (submission.learner_id != learner and not (user and user.is_instructor)):
+        # a teaching assistant reads the submissions of their sections' learners
+        staff = user is not None and user.is_staff and submission is not None and \
+            sections.may_see(session, user, submission.learner_id)
+    if submission is None or (submission.learner_id != learner and not staff):
         raise HTTPException(404, f"No submission {submission_id} of yours: it does not exist or belongs to "
                                  "another learner.")
     return submission
@@ -169,14 +174,45 @@ async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) ->
 
 
 @router.get("/api/exercises/{slug}/submissions", responses=NO_EXERCISE)
-def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep, user: OptionalUser) -> dict:
+def exercise_submissions(exercise: ExerciseDep, learner: LearnerId, session: SessionDep, user: OptionalUser,
+                         request: Request) -> dict:  # fmt: skip
     """Return this learner's attempts (newest first), their last code, and the solution once it is earned.
 
     `learner_key` names this learner's drafts and hint progress in the browser's storage (not the learner id
     itself); `signed_in` says whether an account is signed in.
     """
-    return {**exercise_state(session, learner_id=learner, exercise=exercise), "learner_key": learner_key(learner),
-            "signed_in": user is not None}
+    unlock = request.app.state.settings.solution_unlock
+    return {**exercise_state(session, learner_id=learner, exercise=exercise, unlock=unlock),
+            "learner_key": learner_key(learner), "signed_in": user is not None}
+
+
+@router.post("/api/exercises/{slug}/solution", responses={
+    403: {"description": "The solution is not open to this learner (the sentence says what opens it)"},
+    **NO_EXERCISE})
+def reveal_solution(exercise: ExerciseDep, learner: LearnerId, session: SessionDep, request: Request) -> dict:
+    """Show the reference solution once the exercise's unlock rule allows it; the look is recorded with its time."""
+    shown = views.reveal_solution(session, learner_id=learner, exercise=exercise,
+                                  unlock=request.app.state.settings.solution_unlock)
+    session.commit()
+    return shown
+
+
+@router.post("/api/exercises/{slug}/hints/{hint}", responses={404: {"description": "No such exercise or hint"}})
+def reveal_hint(exercise: ExerciseDep, hint: Annotated[int, Path(ge=1, le=1000)], learner: LearnerId,
+                session: SessionDep) -> dict:  # fmt: skip
+    """Record that the learner showed hint number `hint` (1 = the first), with its time."""
+    shown = views.reveal_hint(session, learner_id=learner, exercise=exercise, hint=hint)
+    session.commit()
+    return shown
+
+
+@router.post("/exercises/{slug}/solution", include_in_schema=False)
+def reveal_solution_form(exercise: ExerciseDep, learner: LearnerId, session: SessionDep, request: Request) -> Any:
+    """Without JavaScript: record the look and go back to the panel, which now shows the solution."""
+    views.reveal_solution(session, learner_id=learner, exercise=exercise,
+                          unlock=request.app.state.settings.solution_unlock)
+    session.commit()
+    return RedirectResponse(f"{_lesson_url(request, exercise)}#exercise-{exercise.slug}", status_code=303)
 
 
 @router.get("/api/submissions/{submission_id}", responses=NOT_YOURS)

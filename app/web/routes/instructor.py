@@ -96,7 +96,12 @@ class ExerciseFiguresOut(BaseModel):
     attempts: int
     median_attempts_to_pass: float | None = Field(description="Over learners who passed: attempts up to the first "
                                                               "pass, that one included.")
-    failing_checks: dict[str, int] = Field(description="Check id -> failed attempts whose first failing check it is.")
+    failing_checks: dict[str, int] = Field(description="Check id -> failed attempts whose first failing check it is "
+                                                       "(attempts that ran nothing new left out).")
+    uncounted_failures: dict[str, int] = Field(description="Failed attempts that ran nothing new, by why: starter "
+                                                           "(unchanged), repeat (code already tried), syntax.")
+    passed_after_seeing_solution: int = Field(description="Learners who passed after seeing the reference solution.")
+    late_passes: int | None = Field(description="Learners whose pass came after their deadline; null without one.")
 
 
 @router.get("/api/instructor/exercises", response_model=list[ExerciseFiguresOut], dependencies=[Summarised],

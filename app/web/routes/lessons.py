@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager, suppress
 import anyio.to_thread
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -92,7 +93,8 @@ def lesson_context(session: Session, request: Request, course: Course, lesson: L
                          error=request.query_params.get("comment_error"))  # fmt: skip
     return dict(course=course, lesson=lesson, exercises=course.exercises, previous=previous, next=following,
                 number=course.position(lesson) + 1, lesson_progress=lesson_row(lesson, course, mine), thread=thread,
-                panels={s: panel_state(session, learner_id=learner, exercise=course.exercises[s]) for s in slugs},
+                panels={s: panel_state(session, learner_id=learner, exercise=course.exercises[s],
+                                        unlock=request.app.state.settings.solution_unlock) for s in slugs},
                 picked_machine=progress.remembered_machine(session, learner_id=learner))
 
 
@@ -125,6 +127,17 @@ def _first_visit_html(request: Request, course: Course, lesson: Lesson) -> str:
 def healthz(course: CourseDep) -> dict:
     """Answer the container healthcheck: the site is up and its course is loaded."""
     return {"status": "ok" if not course.errors else "content-errors", "lessons": len(course.lessons)}
+
+
+@router.get("/readyz", name="readyz", responses={503: {"description": "Still warming up, or warming failed"}})
+def readyz(request: Request) -> JSONResponse:
+    """Answer whether a learner's first job would find the sandbox warm: 503 with what it waits for, then 200."""
+    state = getattr(request.app.state, "readiness", None)
+    if state is None:  # the lifespan has not run (an app without its start-up): nothing is warm
+        return JSONResponse({"status": "warming", "waiting_for": ["the server's start-up"]}, 503,
+                            headers={"Retry-After": "1"})
+    return JSONResponse(state.describe(), 200 if state.ready else 503,
+                        headers={} if state.ready else {"Retry-After": "1"})
 
 
 async def not_found(request: Request, exc: StarletteHTTPException):

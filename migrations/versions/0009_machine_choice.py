@@ -1,7 +1,7 @@
 """The machine picker: learners.machine (the learner's last "Run on" choice) and submissions.machine (where it ran).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-04 11:40:00
 
 """
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision: str = '0007'
-down_revision: Union[str, Sequence[str], None] = '0006'
+revision: str = '0009'
+down_revision: Union[str, Sequence[str], None] = '0008'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

@@ -1,0 +1,58 @@
+"""Attempts that ran nothing new: the unchanged starter, the same code as an earlier attempt, or a file that is not
+valid Python (nothing of it ran). They are stored and graded like any other, and shown to the learner, but do not
+count toward the solution's unlock and are counted apart from the checks that fail most on the dashboard: five
+runs of `pass` are not five tries at the problem.
+
+Decided once, when the submission is stored (`progress.record_submission`), from the code alone, so a regrade
+or a changed check never changes it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from app.grading.facts import compiles
+from app.models import Submission
+
+# why an attempt does not count, as stored in submissions.uncounted, and how the dashboard names it
+REASONS = {"starter": "unchanged starter", "repeat": "same code as an earlier attempt", "syntax": "syntax error only"}
+
+
+def normalized(code: str) -> str:
+    """The code as compared: its syntax tree, so that comments, blank lines and spacing are not new code (five runs
+    of `pass` with a different comment each are one attempt). Code that does not parse is compared as text, with
+    trailing blanks and blank lines at either end dropped."""
+    try:
+        return "ast:" + ast.dump(ast.parse(code, "main.py"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or nested past the parser
+        return "text:" + "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
+
+
+def digest(code: str) -> str:
+    """SHA-256 of the normalized code, hex (submissions.code_digest)."""
+    return hashlib.sha256(normalized(code).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def uncounted_reason(session: Session, *, learner_id: str, exercise_slug: str, code: str,
+                     starter: str | None) -> tuple[str, str | None]:  # fmt: skip
+    """Return the code's digest and why this attempt ran nothing new ("starter", "repeat", "syntax"), or None
+    when it counts. Call it before the new submission is added (it looks for earlier ones)."""
+    code_digest = digest(code)
+    if starter is not None and code_digest == digest(starter):
+        return code_digest, "starter"
+    # rows stored before digests existed are compared by their code
+    same = or_(Submission.code_digest == code_digest, and_(Submission.code_digest.is_(None), Submission.code == code))
+    earlier = session.execute(select(Submission.id).where(
+        Submission.learner_id == learner_id, Submission.exercise_slug == exercise_slug, same).limit(1)).first()
+    if earlier is not None:
+        return code_digest, "repeat"
+    if not compiles(code):
+        return code_digest, "syntax"
+    return code_digest, None
+
+
+__all__ = ["REASONS", "normalized", "digest", "uncounted_reason"]
