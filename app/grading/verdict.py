@@ -49,6 +49,7 @@ class Timeline(BaseModel):
     gpu_idle_ms: float = 0.0
     syncs: int = 0
     kernels: int = 0
+    step_ms: float | None = None  # the median modeled time between two optimizer steps
     lines: list[TimelineLine] = Field(default_factory=list)
 
 
