@@ -40,6 +40,7 @@ from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, Identit
 from app.web.routes import (
     account,
     auth,
+    classroom,
     comments,
     downloads,
     exercises,
@@ -120,7 +121,8 @@ def settle_unfinished(db: Database) -> None:
 
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, instructor.router, moderation.router, openapi_pages.router, downloads.router, lti.router)
+           exercises.router, instructor.router, classroom.router, moderation.router, openapi_pages.router,
+           downloads.router, lti.router)
 
 
 def exercise_label(app: FastAPI) -> Callable[[str], str]:

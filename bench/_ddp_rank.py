@@ -1,4 +1,5 @@
-"""One rank of the cold baseline in bench/ddp.py: `torchrun ... bench/_ddp_rank.py HOST_JSON FILE`.
+"""One rank of the cold baselines in bench/ddp.py and bench/two_machines.py: `torchrun ... bench/_ddp_rank.py
+HOST_JSON FILE`.
 
 A fresh interpreter per rank, started by the real torchrun, that installs the same simulated host a sandbox
 job gets (the harness's run mode: simulated GPUs, NCCL over gloo, no tracer) and runs FILE as `__main__`. It is
@@ -17,9 +18,10 @@ def main(host_json: str, path: str) -> int:
     """Run the file at path as this rank on the simulated host; return its exit code."""
     with open(path, encoding="utf-8") as f:
         code = f.read()
-    rank = int(os.environ["LOCAL_RANK"])
+    # RANK and LOCAL_RANK differ on several machines (bench/two_machines.py); on one they are equal
     payload = {"code": code, "filename": path, "mode": "run", "host": json.loads(host_json),
-               "rank": {"rank": rank, "local_rank": rank, "world_size": int(os.environ["WORLD_SIZE"])}}
+               "rank": {"rank": int(os.environ["RANK"]), "local_rank": int(os.environ["LOCAL_RANK"]),
+                        "node": int(os.environ.get("GROUP_RANK", "0")), "world_size": int(os.environ["WORLD_SIZE"])}}
     session.prepare(payload, path, grading=False)
     return plain.run_plain(code, path)
 

@@ -21,6 +21,7 @@ from app.content.exercises import load_exercise
 from app.core.config import ROOT, Settings
 from app.grading import grade_submission
 from app.runner import BlockingRunner, Job
+from app.runner.local import LocalRunner
 from app.sandbox import gpus
 from bench.sandbox import pct
 
@@ -83,7 +84,8 @@ def run() -> dict:
     if not found:
         print(f"no GPU on this host ({why})")
         return {"gpu": None}
-    with BlockingRunner(_settings()) as runner:
+    # the local fork server's GPU slot itself, not the site's backend switch (app.main imports the web app)
+    with BlockingRunner(_settings(), runner=LocalRunner(_settings())) as runner:
         warm = measure_warm(runner)
         grading = measure_grading(runner)
     cold = measure_cold()

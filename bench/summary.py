@@ -62,6 +62,8 @@ def headline(summary: dict) -> dict:
         "ddp_submit_p95_ms": g("ddp.ddp_submit_p95_ms"),
         "ddp_cold_torchrun_p50_ms": g("ddp.ddp_cold_torchrun_p50_ms"),
         "ddp_cold_torchrun_cpu_p50_ms": g("ddp.ddp_cold_torchrun_cpu_p50_ms"),
+        "two_machines_submit_p50_ms": g("two_machines.two_machines_submit_p50_ms"),
+        "two_machines_cold_torchrun_p50_ms": g("two_machines.two_machines_cold_torchrun_p50_ms"),
         "flood_verdict_lag_ms": g("flood.flood_verdict_lag_ms"),
         "flood_events": g("flood.flood_events_p50"),
         "flood_output_lines": g("flood.flood_output_lines_p50"),
@@ -75,6 +77,8 @@ def headline(summary: dict) -> dict:
     out["sandbox_speedup"] = _ratio(out["sandbox_cold_p50_ms"], out["sandbox_warm_p50_ms"])
     out["grade_training_loop_speedup"] = _ratio(out["grade_cold_subprocess_p50_ms"], out["grade_training_loop_p50_ms"])
     out["ddp_submit_speedup"] = _ratio(out["ddp_cold_torchrun_p50_ms"], out["ddp_submit_p50_ms"])
+    out["two_machines_submit_speedup"] = _ratio(out["two_machines_cold_torchrun_p50_ms"],
+                                                out["two_machines_submit_p50_ms"])
     out["page_throughput_ratio"] = _ratio(out["page_rps"], out["plain_rps"])
     out["hostile_p99_ratio"] = _ratio(out["hostile_page_p99_ms"], out["quiet_page_p99_ms"])
     out["grade_over_plain"] = _ratio(out["course_grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
@@ -140,6 +144,10 @@ ROWS = [
      lambda h: (h["ddp_submit_p50_ms"] or 1e9) < 1000 and (h["ddp_submit_speedup"] or 0) >= 5),
     ("HTTP grade ddp-training p95 (ms) vs cold torchrun of the CPU port p50", "ddp_submit_p95_ms",
      "ddp_cold_torchrun_cpu_p50_ms", None, "", None),
+    ("HTTP grade two-machines (2 machines x 2 ranks) p50 (ms) vs cold torchrun --nnodes=2 on each",
+     "two_machines_submit_p50_ms", "two_machines_cold_torchrun_p50_ms", "two_machines_submit_speedup",
+     "< 2 s and >= 10x faster than cold",
+     lambda h: (h["two_machines_submit_p50_ms"] or 1e9) < 2000 and (h["two_machines_submit_speedup"] or 0) >= 10),
     ("simulated GPU fidelity (share of the corpus that matches) vs corpus programs", "sim_fidelity",
      "fidelity_programs", None, ">= 0.95", lambda h: (h["sim_fidelity"] or 0) >= 0.95),
     ("lesson page requests/s @64 vs plain framework response", "page_rps", "plain_rps", "page_throughput_ratio",

@@ -15,6 +15,7 @@ def _register() -> None:
     # (each subcommand module adds its import + main.add_command line below)
     from app.cli.check import check
     from app.cli.db import db
+    from app.cli.deadlines import deadlines
     from app.cli.doctor import doctor
     from app.cli.grade import grade
     from app.cli.lti import lti
@@ -36,6 +37,7 @@ def _register() -> None:
     main.add_command(worker)
     main.add_command(sweep)
     main.add_command(lti)
+    main.add_command(deadlines)
 
 
 _register()

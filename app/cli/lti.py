@@ -108,3 +108,38 @@ def send(every: float | None) -> None:
             time.sleep(every)
     finally:
         db.dispose()
+
+
+@lti.command("roster")
+@click.argument("context_ids", nargs=-1, type=int)
+@click.option("--all", "everything", is_flag=True, help="Fetch the roster of every LMS course with a roster service.")
+def roster(context_ids: tuple[int, ...], everything: bool) -> None:
+    """Fetch LMS courses' rosters (Names and Role Provisioning) into accounts, roles and sections; without
+    CONTEXT_IDS or --all, list the LMS courses seen in launches with their ids."""
+    from app.lti import roster as rosters
+    from app.lti.services import LmsError
+
+    settings = get_settings()
+    db = _database()
+    try:
+        with db.session() as session:
+            known = rosters.contexts(session)
+        if not context_ids and not everything:
+            for context_id, platform, title, service in known:
+                click.echo(f"{context_id}: {title} ({platform}){'' if service else ' - no roster service'}")
+            return
+        wanted = [row[0] for row in known if row[3]] if everything else list(context_ids)
+        failed = False
+        for context_id in wanted:
+            try:
+                done = rosters.sync(db, settings, context_id)
+            except LmsError as exc:
+                click.echo(f"{context_id}: not fetched: {exc}", err=True)
+                failed = True
+                continue
+            click.echo(f"{context_id}: section {done.section!r}: {done.learners} learners, {done.tas} TAs, "
+                       f"{done.new_accounts} new accounts")
+        if failed:
+            raise SystemExit(1)
+    finally:
+        db.dispose()

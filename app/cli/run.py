@@ -40,8 +40,12 @@ from app.harness.machine.machines import MachineError
                    "`accelerate launch`), with accelerate's default config; lines then come unprefixed.")
 @click.option("--cpu", "accelerate_cpu", is_flag=True,
               help="With --launcher accelerate: as `accelerate launch --cpu`, on the CPU even where GPUs exist.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="OUT.json",
+              help="Write the simulated GPU's modeled timeline to OUT.json as a Chrome trace (chrome://tracing, "
+                   "ui.perfetto.dev): a row for the host, one per stream and copy engine, syncs marked.")
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
-        nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool) -> None:
+        nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool, trace_path: Path | None) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job
 
@@ -65,8 +69,13 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
     except (MachineError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     named = {"torchrun": None, "accelerate": "accelerate-cpu" if accelerate_cpu else "accelerate"}[launcher]
-    job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes, launcher=named)
+    if trace_path is not None and nproc * nnodes > 1:
+        raise click.UsageError("--trace records one process's timeline: give it without --nproc/--nnodes")
+    job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes, launcher=named,
+              trace=trace_path is not None)
     result = asyncio.run(_run(job, settings, on_output=None if as_json else echo_output))
+    if trace_path is not None:
+        _write_trace(trace_path, result.report)
     if as_json:
         click.echo(json.dumps(result.summary()))
     elif result.status not in ("ok", "failed"):
@@ -76,6 +85,20 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
     if result.status == "failed" and result.exit_code:
         sys.exit(result.exit_code)
     sys.exit(1 if result.signal is None or result.status != "failed" else 128 + result.signal)
+
+
+def _write_trace(path: Path, report: dict | None) -> None:
+    """Write the run's Chrome trace, or say why there is none."""
+    trace = (report or {}).get("chrome_trace") if isinstance(report, dict) else None
+    if not isinstance(trace, dict):
+        echo(f"course run: no trace written to {path}: the run had no simulated GPU clock (a real GPU, a machine "
+             "without GPU figures, or the program ended before the harness could report)", err=True)
+        return
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    rows = sum(1 for e in trace.get("traceEvents", []) if e.get("name") == "thread_name")
+    echo(f"course run: wrote {path} ({len(trace['traceEvents']) - 2 * rows - 1} events on {rows} rows, modeled "
+         f"for {trace.get('otherData', {}).get('machine')}); open it in ui.perfetto.dev or chrome://tracing",
+         err=True)
 
 
 async def _run(job, settings, on_output):

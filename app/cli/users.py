@@ -7,8 +7,11 @@ import click
 
 from app.accounts import password_reset
 from app.accounts import users as accounts
+from app.cli.terminal import echo
 from app.core.config import get_settings
 from app.core.db import Database
+
+ROLE_WORDS = {"learner": "a learner", "ta": "a teaching assistant", "instructor": "an instructor"}
 
 
 def _database() -> Database:
@@ -55,15 +58,18 @@ def create(email: str, display_name: str | None, instructor: bool, password: str
 
 @users.command("promote")
 @click.argument("email")
-@click.option("--demote", is_flag=True, help="Make the instructor a learner again.")
-def promote(email: str, demote: bool) -> None:
-    """Make the account for EMAIL an instructor (or a learner again with --demote)."""
+@click.option("--demote", is_flag=True, help="Make the instructor (or teaching assistant) a learner again.")
+@click.option("--ta", is_flag=True, help="Make the account a teaching assistant (sees the learners of the sections "
+                                         "it assists) instead of an instructor.")
+def promote(email: str, demote: bool, ta: bool) -> None:
+    """Make the account for EMAIL an instructor (a teaching assistant with --ta, a learner again with --demote)."""
+    role = "learner" if demote else "ta" if ta else "instructor"
     db = _database()
     try:
         with db.session(write=True) as session:
-            user = accounts.set_role(session, email=email, role="learner" if demote else "instructor")
+            user = accounts.set_role(session, email=email, role=role)
             session.commit()
-            click.echo(f"{user.email} is now {'a learner' if demote else 'an instructor'}")
+            click.echo(f"{user.email} is now {ROLE_WORDS[role]}")
     except accounts.UnknownUser:
         raise click.ClickException(f"no account for {email}; create it with `course users create {email}`")
     finally:
@@ -89,3 +95,31 @@ def reset_link(email: str) -> None:
     minutes = settings.reset_link_ttl_s // 60
     click.echo(password_reset.reset_url(settings.site_url(), token))
     click.echo(f"(works once, for {minutes} minutes; any older link for {user.email} no longer works)", err=True)
+
+
+@users.command("import")
+@click.argument("roster", type=click.Path(exists=True, dir_okay=False))
+def import_(roster: str) -> None:
+    """Import ROSTER (CSV: email, name, section, role learner|ta): accounts for new people, the TA role, and each
+    section it names holding exactly the people it lists for it (importing it again changes nothing)."""
+    from pathlib import Path
+
+    from app.learning.roster import RosterError, import_roster, read_roster
+
+    try:
+        rows = read_roster(Path(roster).read_text(encoding="utf-8"))
+    except (RosterError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{roster}: {exc}") from None
+    db = _database()
+    try:
+        with db.session(write=True) as session:
+            report = import_roster(session, rows)
+            session.commit()
+    finally:
+        db.dispose()
+    echo(f"{len(rows)} people: {len(report.created)} new accounts, {len(report.tas)} made teaching assistants")
+    for name, (learners, tas) in sorted(report.sections.items()):
+        echo(f"section {name}: {learners} learners, {tas} teaching assistants")
+    if report.created:
+        echo("new accounts have a random password: their owners choose one with \"Forgot your password?\" or a "
+             "link from `course users reset-link EMAIL`", err=True)

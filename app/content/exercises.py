@@ -41,6 +41,22 @@ class CheckSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     description: str = Field(min_length=1)
+    # machine profiles (app/harness/machine/machines/) the program must also run on for this check to pass:
+    # "cpu" (a laptop without a GPU), "mac-m3-max" (an Apple silicon Mac); the grader runs it there too
+    also_runs_on: list[str] = Field(default_factory=list)
+
+    @field_validator("also_runs_on")
+    @classmethod
+    def known_machines(cls, value: list[str]) -> list[str]:
+        from app.core.config import get_settings
+        from app.harness.machine.machines import MachineError, get
+
+        for machine in value:
+            try:
+                get(machine, get_settings().sim_machines_dir)
+            except MachineError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("description")
     @classmethod

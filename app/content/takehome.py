@@ -126,14 +126,32 @@ def checklist(exercise: Exercise) -> str:
     return f"**What the grader checks** (tick them yourself; on the course's page the grader does):\n\n{items}"
 
 
+def launch_command(exercise: Exercise) -> str:
+    """The command that starts the exercise's ranks as the course does: torchrun on one machine, torchrun on each
+    of several machines (run there with the first machine's address), or accelerate launch."""
+    spec = exercise.spec
+    per_node = spec.launch.nproc_per_node if spec.launch else 1
+    if spec.launch and spec.launch.launcher.startswith("accelerate"):
+        cpu = " --cpu" if spec.launch.launcher == "accelerate-cpu" else ""
+        return f"accelerate launch --multi_gpu --num_processes {spec.nproc}{cpu} main.py"
+    if spec.nnodes > 1:
+        return (f"torchrun --nnodes={spec.nnodes} --nproc-per-node={per_node} --rdzv-backend=c10d "
+                "--rdzv-endpoint=FIRST_MACHINE:29500 main.py")
+    return f"torchrun --standalone --nproc-per-node={spec.nproc} main.py"
+
+
 def ranks_note(exercise: Exercise) -> str:
-    """What a job of several ranks needs at home: torchrun, and as many GPUs (Colab gives one)."""
+    """What a job of several ranks needs at home: its launcher, and as many GPUs (Colab gives one)."""
     if exercise.spec.nproc < 2:
         return ""
-    return (f"\n\nThe course runs this one as {exercise.spec.nproc} processes, as `torchrun --standalone "
-            f"--nproc-per-node={exercise.spec.nproc} main.py` starts them, so the notebook writes the code to "
-            "`main.py` and its last cell launches it: that needs a machine with as many GPUs. On a runtime with "
-            "one GPU (Colab's), change it to `--nproc-per-node=1`.")
+    if exercise.spec.nnodes > 1:
+        return (f"\n\nThe course runs this one on {exercise.spec.nnodes} machines, {exercise.spec.nproc} processes "
+                f"in all, as `{launch_command(exercise)}` run on each machine starts them (FIRST_MACHINE: the first "
+                "machine's address), so the notebook writes the code to `main.py` and its last cell launches it. "
+                "On one machine, `torchrun --standalone --nproc-per-node=N main.py` with N its GPUs runs it too.")
+    return (f"\n\nThe course runs this one as {exercise.spec.nproc} processes, as `{launch_command(exercise)}` "
+            "starts them, so the notebook writes the code to `main.py` and its last cell launches it: that needs a "
+            "machine with as many GPUs. On a runtime with one GPU (Colab's), launch one process instead.")
 
 
 def exercise_cells(exercise: Exercise, base_url: str) -> list:
@@ -153,7 +171,7 @@ def starter_cells(exercise: Exercise) -> list:
     if exercise.spec.nproc < 2:
         return [new_code_cell(starter)]
     return [new_code_cell(f"%%writefile main.py\n{starter}"),
-            new_code_cell(f"!torchrun --standalone --nproc-per-node={exercise.spec.nproc} main.py")]
+            new_code_cell(f"!{launch_command(exercise)}")]
 
 
 def exercise_notebook(exercise: Exercise, base_url: str) -> str:

@@ -32,8 +32,22 @@ def _how(e: PlacementEntry) -> str:
     return " and ".join(f"`{h}`" for h in dict.fromkeys(hows)) or "reading a device tensor"
 
 
-def sync_advice(placement: list[PlacementEntry], steps: int) -> list[Advice]:
-    """Advice for each line that made the host wait for the device on (nearly) every step of a loop."""
+def _modeled_cost(line: int | None, timeline: dict | None) -> str:
+    """" On the simulated H100 the host waited 12.3 ms there (40% of the modeled run)." or ""."""
+    if not timeline or line is None:
+        return ""
+    wait = sum(e.get("wait_ms", 0.0) for e in timeline.get("lines", []) if e.get("line") == line)
+    total = timeline.get("modeled_ms") or 0.0
+    if wait <= 0 or total <= 0:
+        return ""
+    machine = (timeline.get("machine") or "simulated GPU").upper()
+    return (f" On the simulated {machine} (modeled time) the host waited {wait:.2f} ms there in all, "
+            f"{100 * wait / total:.0f}% of the run's {total:.2f} ms.")
+
+
+def sync_advice(placement: list[PlacementEntry], steps: int, timeline: dict | None = None) -> list[Advice]:
+    """Advice for each line that made the host wait for the device on (nearly) every step of a loop, with the
+    waiting's modeled cost where the run had a simulated clock."""
     out = []
     for e in placement:
         if e.event != "sync" or not e.in_loop or e.count < SYNCS_WORTH_ADVICE or (steps and e.count < steps):
@@ -41,8 +55,9 @@ def sync_advice(placement: list[PlacementEntry], steps: int) -> list[Advice]:
         out.append(Advice(line=e.line, message=(
             f"line {e.line}: {_how(e)} ran {e.count} times inside the loop, and each is a sync: the host stops "
             f"until {e.device} has finished all the work queued before it, so it cannot queue the next step "
-            "meanwhile. On a real GPU that waiting is often the loop's main cost. Read the value every 100 "
-            "steps, or once per epoch; the checks do not need more.")))
+            "meanwhile. On a real GPU that waiting is often the loop's main cost."
+            f"{_modeled_cost(e.line, timeline)} Read the value every 100 steps, or once per epoch; the checks do "
+            "not need more.")))
     return out
 
 

@@ -53,6 +53,14 @@ class Facts:
         return self.report.get("outcome") or {}
 
     @property
+    def broke_elsewhere(self) -> dict | None:
+        """The first other machine (a check's `also_runs_on`) where the program stopped with an exception although
+        it finished here: {"machine", "title", "exception": {"type", "message", "line"}}; None when none did."""
+        if self.outcome.get("exception") is not None:
+            return None  # it does not run here either: the run's own failure says more
+        return next((m for m in self.report.get("elsewhere") or () if m.get("exception")), None)
+
+    @property
     def probe(self) -> dict:
         return self.report.get("probe") or {}
 
@@ -175,8 +183,39 @@ def check_runs(facts: Facts) -> CheckResult:
 ASK_FOR_DEVICE = "`device = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")`"
 
 
+def machine_phrase(title: str) -> str:
+    """'a CPU-only laptop (...)' from a profile's title 'A CPU-only laptop (...)'; 'a MacBook Pro ...' otherwise."""
+    return "a" + title[1:] if title.startswith("A ") else f"a {title}"
+
+
+def elsewhere_message(away: dict) -> str:
+    """'on a CPU-only laptop (...) this line stops the program: AssertionError: Torch not compiled ...'"""
+    exc = away["exception"]
+    return (f"on {machine_phrase(away.get('title') or away['machine'])} this line stops the program: "
+            f"{exc.get('type')}: {first_line(exc.get('message') or '')}")
+
+
+def check_runs_on(facts: Facts, check_id: str, machine: str) -> CheckResult:
+    """`check_id`: the program also runs to its end on `machine` (a profile id the check's `also_runs_on` names)."""
+    away = next((m for m in facts.report.get("elsewhere") or () if m.get("machine") == machine), None)
+    if away is None:
+        return check(check_id, False, f"the grader could not run the program on {machine} (a grader problem, "
+                                      "not yours); run it again.")
+    if facts.outcome.get("exception") is not None:
+        return check(check_id, False, "")  # it stops here already: mark_unreached words it
+    if away.get("exception"):
+        line = away["exception"].get("line")
+        return check(check_id, False, f"{at(line)}{elsewhere_message(away)}.", line)
+    if not away.get("completed"):
+        return check(check_id, False, f"on {machine_phrase(away.get('title') or machine)} the program did not "
+                                      "finish in the time the grader gives it; make it stop sooner.")
+    return check(check_id, True)
+
+
 def check_picks_device(facts: Facts) -> CheckResult:
-    """`picks_device`: the program asked torch which device is usable before it put anything on one."""
+    """`picks_device`: the program asked torch which device is usable before it put anything on one, and (where
+    the check names other machines) runs on them too."""
+    away = facts.broke_elsewhere
     placed = facts.first_placement
     if placed and not placed.get("asked"):
         used = placed.get("line")
@@ -188,8 +227,16 @@ def check_picks_device(facts: Facts) -> CheckResult:
             what = (f"the device is hard-coded here, and line {used} put a tensor on {placed.get('device')} with it "
                     f"before the program asked torch whether a GPU is usable: on a machine without one, line {used} "
                     "stops the program")
+        if away and away["exception"].get("line") == used:  # the other machine's own words for the same line
+            what += f" ({elsewhere_message(away)})"
         return check("picks_device", False, f"{at(written)}{what}. Pick the device by asking: {ASK_FOR_DEVICE}.",
                      written)
+    if away:
+        line = away["exception"].get("line")
+        return check("picks_device", False, f"{at(line)}{elsewhere_message(away)}. A device written into the code "
+                                            "(`.cuda()`, `.to(\"cuda\")`, `device=\"cuda\"`) exists only on a machine "
+                                            f"with that GPU; pick it by asking: {ASK_FOR_DEVICE}, and use `device` "
+                                            "everywhere.", line)
     if not placed and not facts.count("device_query"):
         return check("picks_device", False, "the program never asks torch which device is usable, so it never uses "
                                             f"a GPU, even where there is one; pick it by asking: {ASK_FOR_DEVICE}.")

@@ -25,7 +25,7 @@ from app.grading.facts import Facts, check, mark_unreached
 from app.grading.paths import scrub, verdict_for_learner
 from app.grading.placement_map import placement_map
 from app.grading.verdict import CheckResult, Verdict
-from app.harness.contract import job_host
+from app.harness.contract import elsewhere_machine, job_host
 from app.runner.base import Busy, Job, JobHandle, OnOutput, OutputEvent, Rejected, Result, Runner, emit
 
 _CHECK_MODULES: dict[Path, tuple[float, Any]] = {}
@@ -48,6 +48,9 @@ def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
     """Return the sandbox job for a submission and the key (nonce) its report must echo (never in its payload)."""
     nonce = secrets.token_hex(16)
     grade = {"exercise": exercise.slug, "probe": exercise.probe}
+    others = sorted({m for c in exercise.spec.checks for m in c.also_runs_on})
+    if others:  # a check promises the script runs on these machines too: the harness runs it there beside
+        grade["elsewhere"] = [elsewhere_machine(m) for m in others]
     # the simulated host, where the job finds no GPU: the exercise's machine, else COURSE_SIM_MACHINE's
     host = job_host(get_settings(), machine=exercise.spec.machine, gpus=exercise.spec.gpus)
     job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
@@ -109,8 +112,11 @@ def evaluate(exercise: Exercise, result: Result, nonce: str | None, code: str | 
     checks = tidy(_decide(exercise, facts), code)
     status = "passed" if all(c.passed for c in checks) else "failed"
     placement, totals = placement_map(report, code)
+    first = [e for e in placement if e.rank == placement[0].rank] if placement else []  # advice: one process's
+    timeline = report.get("timeline") or None
     return Verdict(status=status, checks=checks, device=report.get("device") or "cpu", placement=placement,
-                   placement_totals=totals, advice=sync_advice(placement, facts.steps), **base)
+                   placement_totals=totals, advice=sync_advice(first, facts.steps, timeline),
+                   timeline=timeline, **base)
 
 
 def _decide(exercise: Exercise, facts: Facts) -> list[CheckResult]:

@@ -34,6 +34,9 @@ class PlacementEntry(BaseModel):
     module: str | None = None  # a module's class, when its parameters moved
     in_loop: bool = False
     summary: str = ""  # the entry in words: `line 18: xb [32, 1] -> cuda:0, 20 times` (the gutter's hover text)
+    # a job of several ranks: whose entry this is, `rank 2 (node1, local rank 0)`; None for one process
+    rank: int | None = None
+    rank_label: str | None = None
 
 
 class PlacementTotals(BaseModel):
@@ -108,14 +111,40 @@ def code_offset(code: str | None, line: int, text: str) -> int:
     return lines[line - 1].find(text) if 0 < line <= len(lines) else 0
 
 
+def rank_label(rank: dict) -> str:
+    """`rank 2 (node1, local rank 0)` on several machines, `rank 1` on one: which process of the job."""
+    index = int(rank.get("rank") or 0)
+    if rank.get("node") is None:
+        return f"rank {index}"
+    return f"rank {index} (node{int(rank['node'])}, local rank {int(rank.get('local_rank') or 0)})"
+
+
 def placement_map(report: dict, code: str | None) -> tuple[list[PlacementEntry], PlacementTotals | None]:
-    """Return a harness report's placement entries (by line) and totals; ([], None) when it has none."""
+    """Return a harness report's placement entries (by line) and totals; ([], None) when it has none.
+
+    A job of several ranks has one section per rank (each entry names its rank, and on several machines its
+    machine and local rank), in rank order, and totals over the whole job: a passing DDP run shows rank 1's
+    batches on cuda:1, not rank 0's alone."""
+    ranks = [r for r in report.get("ranks") or [] if isinstance(r, dict)]
+    if ranks:
+        entries: list[PlacementEntry] = []
+        share = max(1, ENTRIES_SHOWN // len(ranks))
+        for r in sorted(ranks, key=lambda r: int(r.get("rank") or 0)):
+            mine, _ = _entries(r, code, share)
+            for e in mine:
+                e.rank, e.rank_label = int(r.get("rank") or 0), rank_label(r)
+            entries += mine
+        return (entries, totals(entries)) if entries else ([], None)
+    return _entries(report, code, ENTRIES_SHOWN)
+
+
+def _entries(report: dict, code: str | None, limit: int) -> tuple[list[PlacementEntry], PlacementTotals | None]:
     raw = (report.get("trace") or {}).get("lines")
     if not isinstance(raw, list):
         return [], None
     in_loop, assigned, moved = loop_lines(code), assigned_names(code), moved_names(code)
     entries = []
-    for item in raw[:ENTRIES_SHOWN]:
+    for item in raw[:limit]:
         try:
             entry = PlacementEntry.model_validate(item)
         except (ValueError, TypeError):  # the report is the sandbox's word: skip what does not read as an entry
@@ -190,5 +219,5 @@ def totals_summary(t: PlacementTotals) -> str:
 EVENT_WORDS = {"to_device": "to the device", "to_host": "back to the host", "sync": "host waits (sync)",
                "mismatch": "devices met", "created_on_device": "made on the device"}
 
-__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "loop_lines", "assigned_names", "moved_names",
-           "totals", "EVENT_WORDS"]
+__all__ = ["PlacementEntry", "PlacementTotals", "placement_map", "rank_label", "loop_lines", "assigned_names",
+           "moved_names", "totals", "EVENT_WORDS"]

@@ -30,6 +30,28 @@ class CheckResult(BaseModel):
     vacuous: bool = Field(default=False, exclude=True)
 
 
+class TimelineLine(BaseModel):
+    """What one learner line cost on the simulated clock."""
+
+    line: int
+    ms: float = 0.0  # device time of its kernels and copies
+    wait_ms: float = 0.0  # the host waiting there for the GPU
+
+
+class Timeline(BaseModel):
+    """Where a simulated run's time went, on the modeled clock (app/harness/contract.py: Timeline)."""
+
+    machine: str | None = None  # the machine profile the times are modeled for ("h100")
+    modeled_ms: float = 0.0
+    gpu_busy_ms: float = 0.0
+    copy_ms: float = 0.0
+    host_wait_ms: float = 0.0
+    gpu_idle_ms: float = 0.0
+    syncs: int = 0
+    kernels: int = 0
+    lines: list[TimelineLine] = Field(default_factory=list)
+
+
 class Verdict(BaseModel):
     """The result of grading one submission."""
 
@@ -45,6 +67,8 @@ class Verdict(BaseModel):
     placement_totals: PlacementTotals | None = None
     # what costs time without failing a check: a sync on every step (app/grading/advice.py); decides nothing
     advice: list[Advice] = Field(default_factory=list)
+    # where the time went on the simulated GPU's modeled clock; None on a real GPU or without a simulated one
+    timeline: Timeline | None = None
 
     @property
     def passed(self) -> bool:

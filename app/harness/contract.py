@@ -23,8 +23,8 @@ with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any h
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, TypedDict
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal, NotRequired, TypedDict
 
 from app.harness.machine import machines
 
@@ -63,6 +63,9 @@ class SimulatedHost:
     machine: str = machines.DEFAULT
     dataless_tensor_bytes: int = DATALESS_TENSOR_BYTES  # see DATALESS_TENSOR_BYTES
     device_data_bytes: int = DEVICE_DATA_BYTES  # see DEVICE_DATA_BYTES
+    # the simulated clock's figures (machines.clock_figures: peak FLOPS per dtype, bandwidth, link rates); None:
+    # no modeled clock, the program reads real time
+    clock: dict | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.build not in machines.BUILDS:
@@ -161,11 +164,17 @@ def machine_host(machine_id: str = machines.DEFAULT, *, gpus: int | None = None,
             "multiprocessors": ("multiprocessors", int)}
     fields.update({field: kind(m.value(figure)) for field, (figure, kind) in card.items()
                    if m.value(figure) not in (None, "")})
+    fields["clock"] = machines.clock_figures(m) if machines.BUILDS[m.build].accelerator else None
     return SimulatedHost(**fields)
 
 
 # The simulated host of every job on a host without a GPU, unless an exercise or `course run` asks otherwise.
 DEFAULT_HOST = machine_host(machines.DEFAULT)
+
+
+def elsewhere_machine(machine_id: str) -> dict:
+    """One other machine a check runs the program on: {"id", "title", "host"} (GradeSpec.elsewhere)."""
+    return {"id": machine_id, "title": machines.get(machine_id).title, "host": machine_host(machine_id).payload()}
 
 
 def host_for(*, build: str = "cuda", gpus: int | None = None, mps: bool | None = None,
@@ -191,10 +200,12 @@ def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
 
 
 class GradeSpec(TypedDict):
-    """What a graded job's harness needs of the exercise: its slug and its probe's source (None: no probe)."""
+    """What a graded job's harness needs of the exercise: its slug, its probe's source (None: no probe) and the
+    other machines its program must also run on ({"id", "title", "host": a SimulatedHost payload}; elsewhere.py)."""
 
     exercise: str
     probe: str | None
+    elsewhere: NotRequired[list[dict]]
 
 
 class JobPayload(TypedDict, total=False):
@@ -208,6 +219,7 @@ class JobPayload(TypedDict, total=False):
     nproc: int  # rank processes in all (1: one process)
     nnodes: int  # simulated machines the ranks are spread over
     launcher: str | None  # None (torchrun), "accelerate", "accelerate-cpu" (app/harness/launchers.py)
+    trace: bool  # a plain run reports the simulated clock's Chrome trace (`course run --trace`)
 
 
 class ExceptionFacts(TypedDict):
@@ -252,3 +264,27 @@ class Report(TypedDict, total=False):
     dist: dict | None  # torch.distributed's facts (machine/distributed.py)
     ranks: list[dict]  # several ranks: each rank's report with rank, local_rank, node, exit_code, signal ...
     launch: dict  # several ranks: the launcher's facts (first_failure)
+    elsewhere: list[dict]  # how the program ended on the other machines a check names (elsewhere.py)
+    timeline: "Timeline | None"  # the simulated clock's figures (machine/clock.py); None without one
+
+
+class TimelineLine(TypedDict):
+    """What one learner line cost on the modeled clock."""
+
+    line: int
+    ms: float  # device time of its kernels and copies
+    wait_ms: float  # the host waiting there for the GPU (a sync, a blocking copy)
+
+
+class Timeline(TypedDict, total=False):
+    """Where a simulated job's time went, on the modeled clock (app/harness/machine/clock.py): ms and counts."""
+
+    machine: str  # the machine profile the times are modeled for
+    modeled_ms: float  # the program's modeled run: the later of the host's time and the last stream's end
+    gpu_busy_ms: float  # kernels' modeled time, all streams
+    copy_ms: float  # copies' modeled time (host<->device, device<->device)
+    host_wait_ms: float  # the host waiting on the GPU at syncs and blocking copies
+    gpu_idle_ms: float  # a stream idle, waiting for the host to launch its next work
+    syncs: int  # times the host waited for the GPU
+    kernels: int  # kernels launched
+    lines: list[TimelineLine]  # per learner line, its modeled device time

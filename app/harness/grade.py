@@ -14,7 +14,6 @@ import json
 import linecache
 import os
 import sys
-import time
 import traceback
 from contextlib import contextmanager
 
@@ -22,7 +21,9 @@ import torch
 
 from app.harness import session, stdio
 from app.harness.contract import GradeSpec, JobPayload, Report
+from app.harness.elsewhere import Elsewhere
 from app.harness.machine.builds import Availability
+from app.harness.machine.clock import CLOCK, REAL_PERF
 from app.harness.tracing import placement
 
 _TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
@@ -134,7 +135,7 @@ class ProbeAPI:
 
 def _run_learner(code: str, filename: str, namespace: dict, show_traceback) -> dict:
     """Execute the learner's file as __main__; return how it ended."""
-    start = time.perf_counter()
+    start = REAL_PERF()  # the real duration (the program's clocks may read modeled time)
     outcome: dict = {"finished": True, "exit_code": 0, "exception": None}
     try:
         exec(compile(code, filename, "exec"), namespace)
@@ -144,7 +145,7 @@ def _run_learner(code: str, filename: str, namespace: dict, show_traceback) -> d
     except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
         outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
         show_traceback(outcome["exception"]["traceback"])
-    outcome["duration_ms"] = round((time.perf_counter() - start) * 1000, 1)
+    outcome["duration_ms"] = round((REAL_PERF() - start) * 1000, 1)
     return outcome
 
 
@@ -176,9 +177,16 @@ def encode_report(report: Report, budget: int = REPORT_BUDGET) -> bytes:
 
 
 def _write_report(report_fd: int | None, report: Report) -> None:
-    data = encode_report(report)
-    if report_fd is None:
-        return
+    if report_fd is not None:
+        write_bytes(report_fd, encode_report(report))
+
+
+def write_json(report_fd: int, value: dict) -> None:
+    """Write one JSON document to the report pipe and close it."""
+    write_bytes(report_fd, json.dumps(value, default=str).encode("utf-8"))
+
+
+def write_bytes(report_fd: int, data: bytes) -> None:
     view = memoryview(data)
     with _quiet_stdout_errors():
         while view:
@@ -209,7 +217,21 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     originals["Module.to"] = torch.nn.Module.to
     namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
     KEPT_NAMESPACES.append(namespace)
+    elsewhere = Elsewhere()
+    if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
+
+        def run_on(host):
+            if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
+                tracer.uninstall()
+            if host.mps and tracer.mps is not None:  # a Mac reads PYTORCH_ENABLE_MPS_FALLBACK at `import torch`
+                tracer.mps.fallback = None
+                tracer.mps.watch_import(filename)
+            with avail.scenario(host):
+                other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+                return _run_learner(code, filename, other, lambda text: None)
+        elsewhere.start(grade["elsewhere"], run_on)
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
+    timeline = CLOCK.summary() if job.simulated and CLOCK.active else None  # the learner's run, not the probe's
     probe, probe_error = (None, None)
     if grade.get("probe"):
         probe, probe_error = _run_probe(grade["probe"], namespace, ProbeAPI(tracer, avail, filename))
@@ -220,7 +242,7 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     report: Report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
               "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
               "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
-              "dist": job.distributed.final()}
+              "dist": job.distributed.final(), "elsewhere": elsewhere.collect(), "timeline": timeline}
     return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
 
 

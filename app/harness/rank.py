@@ -17,11 +17,11 @@ import linecache
 import os
 import signal
 import sys
-import time
 import traceback
 
 from app.harness import grade, plain, session
 from app.harness.contract import JobPayload, SimulatedHost
+from app.harness.machine.clock import REAL_MONOTONIC
 
 CHANNEL_FD = 3
 # the role torchrun gives its workers when none is named (`--role`); it starts every output prefix
@@ -117,5 +117,5 @@ def _traceback_sender(rank: int):
         if getattr(sys.excepthook, "__name__", "") == "_distributed_excepthook":
             text = "\n".join(f"[rank{rank}]: {line}" if line else "" for line in text.split("\n"))
         sys.stdout.flush()
-        send({"traceback": text, "at": time.monotonic()})
+        send({"traceback": text, "at": REAL_MONOTONIC()})  # the launcher compares real times
     return show

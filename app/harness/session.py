@@ -13,7 +13,8 @@ import torch
 from app.harness.contract import PLAIN_CPU, JobPayload, SimulatedHost
 from app.harness.machine.builds import Availability
 from app.harness.machine.checkpoints import Checkpoints
-from app.harness.machine.cuda_runtime import CudaRuntime
+from app.harness.machine.clock import CLOCK
+from app.harness.machine.cuda_runtime import CudaRuntime, Patches
 from app.harness.machine.devices import Devices
 from app.harness.machine.distributed import Distributed
 from app.harness.machine.memory import Memory
@@ -73,5 +74,9 @@ def prepare(payload: JobPayload, filename: str, *, grading: bool) -> Session:
     availability.remember_functions()  # the tracer wrapped some to see the learner's questions
     if simulated and host.cuda:
         Checkpoints(memory, tracer.set_label).install()
+    if simulated and host.clock:  # the simulated GPU's clock, and the program's clocks reading it
+        CLOCK.configure(host.clock)
+        CLOCK.line_finder = lambda: getattr(tracer.learner_frame(), "f_lineno", None)
+        CLOCK.install_clocks(Patches())
     return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
                    availability=availability, tracer=tracer, distributed=distributed)

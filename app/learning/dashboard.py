@@ -66,6 +66,8 @@ class ExerciseFigures:
     uncounted: dict[str, int] = field(default_factory=dict)
     # learners who passed after seeing the reference solution
     solution_first: int = 0
+    # learners whose first pass came after their deadline (None: the exercise has no deadline)
+    late_passes: int | None = None
 
     @property
     def pass_rate(self) -> float | None:
@@ -77,7 +79,8 @@ class ExerciseFigures:
         return {"slug": self.slug, "learners": self.learners, "passed_learners": self.passed_learners,
                 "pass_rate": self.pass_rate, "attempts": self.attempts,
                 "median_attempts_to_pass": self.median_attempts_to_pass, "failing_checks": self.failing_checks,
-                "uncounted_failures": self.uncounted, "passed_after_seeing_solution": self.solution_first}
+                "uncounted_failures": self.uncounted, "passed_after_seeing_solution": self.solution_first,
+                "late_passes": self.late_passes}
 
 
 def exercises_in_order(course: Course) -> list[Exercise]:
@@ -120,6 +123,7 @@ def exercise_figures(session: Session, *, exercises: list[Exercise]) -> list[Exe
     for slug, count in reveals.solution_first_by_exercise(session, learners=instructor_learner_ids()).items():
         if slug in figures:
             figures[slug].solution_first = count
+    _late_passes(session, figures)
     errors = (select(current.c.exercise_slug, current.c.error_line, func.count())
               .where(attempt, current.c.error_line.is_not(None))
               .group_by(current.c.exercise_slug, current.c.error_line))
@@ -127,6 +131,22 @@ def exercise_figures(session: Session, *, exercises: list[Exercise]) -> list[Exe
         if slug in figures and len(figures[slug].exceptions) < TOP_EXCEPTIONS:
             figures[slug].exceptions.append((line, count))
     return list(figures.values())
+
+
+def _late_passes(session: Session, figures: dict[str, ExerciseFigures]) -> None:
+    """Count, per exercise with a deadline, the learners whose pass came after their deadline (late, not refused)."""
+    deadlines = Deadlines(session)
+    dated = {slug for slug in figures if slug in deadlines.general} | {slug for slug, _ in deadlines.by_section}
+    if not dated:
+        return
+    for slug in dated & set(figures):
+        figures[slug].late_passes = 0
+    passes = select(ExerciseProgress.learner_id, ExerciseProgress.exercise_slug, ExerciseProgress.passed_at).where(
+        ExerciseProgress.passed_at.is_not(None), ExerciseProgress.exercise_slug.in_(dated),
+        ExerciseProgress.learner_id.not_in(instructor_learner_ids()))
+    for learner_id, slug, passed_at in session.execute(passes):
+        if slug in figures and deadlines.late(learner_id, slug, passed_at):
+            figures[slug].late_passes += 1
 
 
 def _paths_to_pass(session: Session, current) -> dict[str, tuple[list[int], list[float]]]:

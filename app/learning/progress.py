@@ -19,7 +19,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.models import FINAL_STATUSES, ExerciseProgress, Learner, LessonRead, Submission, User, utcnow
+from app.models import FINAL_STATUSES, ExerciseProgress, Learner, LessonRead, Reveal, Submission, User, utcnow
 
 
 def ensure_learner(session: Session, learner_id: str) -> Learner:
@@ -159,7 +159,8 @@ def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
 def merge_learners(session: Session, *, source_id: str, target_id: str) -> bool:
     """Move an anonymous learner's progress into another learner (an account's) and delete the source.
 
-    Lessons read and passes are unions (earliest time wins), attempts add up, submissions move over. A source
+    Lessons read and passes are unions (earliest time wins), attempts add up, submissions and the looks at hints
+    and solutions move over. A source
     that belongs to an account is never merged (logging in as B while signed in as A must not give B A's
     progress). Return True if anything was merged.
     """
@@ -173,6 +174,11 @@ def merge_learners(session: Session, *, source_id: str, target_id: str) -> bool:
     _merge_exercises(session, source_id, target_id)
     session.execute(
         update(Submission).where(Submission.learner_id == source_id).values(learner_id=target_id),
+        execution_options={"synchronize_session": False},
+    )
+    # the hints and solutions seen move too: signing in must not wipe "solution seen before passing"
+    session.execute(
+        update(Reveal).where(Reveal.learner_id == source_id).values(learner_id=target_id),
         execution_options={"synchronize_session": False},
     )
     target.last_activity_at = _latest(target.last_activity_at, source.last_activity_at)

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from app.accounts import users as accounts
 from app.core import security
 from app.core.errors import Refusal
+from app.learning import sections
 from app.lti.platforms import KeyCache, find
 from app.models import ROLES, User
 from app.models.lti import LtiContext, LtiIdentity, LtiLogin, LtiMember, LtiPlatform
@@ -144,6 +145,7 @@ def complete_launch(session: Session, *, id_token: str, state: str, keys: KeyCac
     context = _context(session, platform, claims, deployment)
     if context is not None:
         member_of(session, context, user, roles)
+        place(session, context, user, roles)
     deep_linking = None
     if kind == DEEP_LINKING_REQUEST:
         if role_for(roles) != "instructor":
@@ -203,7 +205,8 @@ def verify_id_token(id_token: str, *, platform: LtiPlatform, keys: KeyCache, non
 
 def _path(url: str) -> str:
     parts = urlsplit(url)
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "") + \
+        (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def role_for(roles: list[str]) -> str:
@@ -279,3 +282,15 @@ def member_of(session: Session, context: LtiContext, user: User, roles: list[str
     session.flush()
     return member
 
+
+
+def section_name(context: LtiContext) -> str:
+    """The course's section for an LMS course (app/lti/roster.py): its title (its id when it has none)."""
+    return (context.title or context.context_id)[:100]
+
+
+def place(session: Session, context: LtiContext, user: User, roles: list[str]) -> None:
+    """Put a person in their LMS course's section as a learner or a TA (instructors see every section)."""
+    role = role_for(roles)
+    if role in ("learner", "ta"):
+        sections.add_member(session, section_name(context), user.learner_id, role=role)

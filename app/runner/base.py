@@ -35,6 +35,7 @@ class Job:
     nnodes: int = 1  # simulated machines the ranks are spread over, nproc // nnodes on each (torchrun --nnodes)
     # who starts the process(es): None (torchrun), accelerate, accelerate-cpu (app/harness/launchers.py)
     launcher: str | None = None
+    trace: bool = False  # a plain run reports the simulated clock's Chrome trace (`course run --trace`)
     # what a graded job's report must echo: it goes to the fork server beside the payload, never in it, and the
     # job's harness gets it only after the learner's code has run (app/harness/channel.py)
     key: str | None = None
@@ -42,7 +43,8 @@ class Job:
     def payload(self) -> JobPayload:
         """Return the dict handed to app.harness.main inside the sandbox (never the key)."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
-                "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes, "launcher": self.launcher}
+                "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes, "launcher": self.launcher,
+                "trace": self.trace}
 
     @classmethod
     def from_payload(cls, payload: JobPayload, limits: Limits | None = None, gpu: bool = False) -> "Job":
@@ -51,7 +53,7 @@ class Job:
         return cls(code=payload["code"], filename=payload["filename"], mode=payload["mode"], grade=payload["grade"],
                    limits=limits, gpu=gpu, host=SimulatedHost.from_payload(host) if host else DEFAULT_HOST,
                    nproc=int(payload.get("nproc") or 1), nnodes=int(payload.get("nnodes") or 1),
-                   launcher=payload.get("launcher"))
+                   launcher=payload.get("launcher"), trace=bool(payload.get("trace")))
 
 
 @dataclass

@@ -281,6 +281,8 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
     """(Warm up,) isolate, signal readiness, wait for the payload and run the harness. Never returns."""
     try:
         if warm:
+            if ctx.isolate and warm.gpu is not None and warm.dev_root == warmmod.HOST_DEV:
+                isolation.own_proc()  # CUDA's cuInit fails in a pid namespace that /proc does not show
             warmmod.warm_up(warm)
         machine, machines = _isolate(ctx, limits, slot, warm, net)
         if machine is not None:  # a machine keeper: it serves the launcher, never runs the job

@@ -135,6 +135,17 @@ def base_site_packages(dirs: list[str], needed: list[str]) -> list[str]:
     return sorted(set(hidden))
 
 
+def own_proc() -> None:
+    """Show the job's own pid namespace in /proc now, before build_root (which mounts one in the new root).
+
+    A warm GPU child makes its CUDA context before it isolates, but already inside the job's pid namespace; the
+    CUDA driver then fails cuInit with "Error 304: OS call failed or operation not supported on this OS" while
+    /proc is still the host's (seen on an H200, driver 580.159.04, torch 2.11.0+cu130, 2026-12-04; a fresh proc
+    mount made it succeed). The mount stays inside the job's mount namespace: / is made private first."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
 def _bind_ro(src: str, dst: str) -> None:
     mount(src, dst, None, MS_BIND | MS_REC)
     mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -156,7 +167,9 @@ def with_files(plan: RootPlan, paths: list[str]) -> RootPlan:
     """
     files, links = list(plan.files), dict(plan.links)
     for path in paths:
-        if _covered(path, plan.dirs):
+        # /lib/libcuda.so where /lib is a link to usr/lib: the bound /usr already shows it (a second link fails)
+        seen_at = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        if _covered(path, plan.dirs) or _covered(seen_at, plan.dirs):
             continue
         if os.path.islink(path):
             links[path] = os.readlink(path)

@@ -79,7 +79,7 @@ class ForkServer(JobQueue):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)  # orphans of jobs come back to us to be reaped
         started = time.monotonic()
-        info = startup.warm_up()
+        info = startup.warm_up(gpu=bool(self.config.get("gpu_slots")))
         import app.harness as harness  # before forking: children cannot read project files
 
         startup.freeze_heap()

@@ -22,12 +22,18 @@ def log(message: str) -> None:
     print(f"sandbox-server[{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
-def warm_up() -> dict:
+def warm_up(gpu: bool = False) -> dict:
     """Import torch, keep it single-threaded and run a small training loop so lazy work is done before forking.
 
     Every job is a fork of this process, so whatever torch (and Python) does on first use and is done here is
     not redone by each job: lazy imports (the optimizer pulls in torch._dynamo, ~0.8 s), the DataLoader's
     machinery, kernels' first dispatch. The loop mirrors what the exercises do.
+
+    gpu: this server forks GPU slots' children, so the loop stops before backward(). On a CUDA build the autograd
+    engine's first backward, even of CPU tensors, counts the CUDA devices (cudaGetDeviceCount), which initialises
+    the CUDA driver in this process; every child forked after that fails its first CUDA call with "CUDA error:
+    initialization error" (seen on an H200 with torch 2.11.0+cu130, 2026-12-04, scripts/gpu-check). The GPU
+    children do the whole loop on their own device (app/sandbox/warm.py) before they take a job.
     """
     import torch
     from torch.utils.data import DataLoader, TensorDataset
@@ -41,8 +47,9 @@ def warm_up() -> dict:
             xb, yb = xb.to("cpu"), yb.to("cpu")
             loss = torch.nn.functional.mse_loss(model(xb), yb)
             opt.zero_grad()
-            loss.backward()
-            opt.step()
+            if not gpu:
+                loss.backward()
+                opt.step()
         loss.item()
     return {"torch": torch.__version__}
 

@@ -106,9 +106,25 @@ def instructor(request: Request) -> User:
     return user
 
 
+def staff(request: Request) -> User:
+    """Return the signed-in instructor or teaching assistant; SignInRequired for a visitor, 403 for a learner.
+    What a TA may see within these routes (their sections' learners) the route checks with
+    app.learning.sections.may_see."""
+    user = optional_user(request)
+    if user is None:
+        raise SignInRequired(401, "Sign in as an instructor or a teaching assistant first (POST /api/auth/login or "
+                                  "/login).")
+    if not user.is_staff:
+        raise HTTPException(403, f"This is for instructors only, and teaching assistants for their sections; you "
+                                 f"are signed in as {user.email}, a learner. `course users promote EMAIL --ta` makes "
+                                 "a teaching assistant.")
+    return user
+
+
 OptionalUser = Annotated[User | None, Depends(optional_user)]
 CurrentUser = Annotated[User, Depends(current_user)]
 InstructorUser = Annotated[User, Depends(instructor)]
+StaffUser = Annotated[User, Depends(staff)]
 LearnerId = Annotated[str, Depends(learner_id)]
 
 
@@ -219,6 +235,8 @@ __all__ = [
     "InstructorUser",
     "SignInRequired",
     "instructor",
+    "staff",
+    "StaffUser",
     "LearnerId",
     "CourseDep",
     "KnownLesson",

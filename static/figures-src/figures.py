@@ -328,12 +328,47 @@ def when_more_gpus() -> Drawing:
     return d
 
 
+def two_machines_ranks() -> Drawing:
+    d = Drawing(440, 516, "Two machines of two GPUs: four ranks, global and local numbers",
+                "torchrun --nnodes=2 --nproc-per-node=2 on each of two machines, node0 and node1, starts four "
+                "processes. On node0: RANK 0 with LOCAL_RANK 0 on GPU cuda:0, and RANK 1 with LOCAL_RANK 1 on cuda:1. "
+                "On node1: RANK 2 with LOCAL_RANK 0 on cuda:0, and RANK 3 with LOCAL_RANK 1 on cuda:1. RANK and "
+                "WORLD_SIZE=4 are global, numbered across the whole job; LOCAL_RANK and the GPU index are local, "
+                "numbered within one machine, which has only cuda:0 and cuda:1. One process group spans all four "
+                "ranks over the network, and global rank 0 alone writes the checkpoint.")
+    d.rich(220, 32, [("WORLD_SIZE=4", "code"), (": four ranks on two machines", "small")], "middle")
+    for node, x in ((0, 20), (1, 230)):
+        cx = x + 95
+        d.rect(x, 48, 190, 334, "host", 8)
+        d.text(cx, 72, f"machine node{node}", "bold", "middle")
+        d.rich(cx, 92, [(f"GROUP_RANK={node}", "code")], "middle")
+        for i in range(2):
+            rank, y = node * 2 + i, 106 + i * 128
+            d.rect(x + 12, y, 166, 116, "item", 6)
+            d.rect(x + 24, y + 10, 142, 28, "bus", 5)
+            d.rich(cx, y + 30, [(f"RANK={rank}", "code bold")], "middle")
+            d.rect(x + 24, y + 44, 142, 28, "copy", 5)
+            d.rich(cx, y + 64, [(f"LOCAL_RANK={i}", "code")], "middle")
+            d.rect(x + 24, y + 78, 142, 28, "gpu", 5)
+            d.rich(cx, y + 98, [("GPU ", "small"), (f"cuda:{i}", "code")], "middle")
+        d.text(cx, 372, "saves: rank 0 only" if node == 0 else "its own /tmp and GPUs", "small muted", "middle")
+        d.path(f"M {cx} 382 V 396")
+    d.rect(20, 396, 400, 40, "stage", 6)
+    d.text(220, 421, "one process group over the network: all four ranks", "small", "middle")
+    for y, cls, words in ((452, "bus", "global: numbered across the whole job"),
+                          (482, "copy", "local: numbered within one machine")):
+        d.rect(20, y, 18, 18, cls, 3)
+        d.text(46, y + 14, words, "small")
+    return d
+
+
 FIGURES = {
     "host-and-gpu-memory.svg": host_and_gpu_memory,
     "training-loop-to-device.svg": training_loop,
     "non-blocking-timeline.svg": copy_timeline,
     "ddp-ranks.svg": ddp_ranks,
     "when-more-gpus.svg": when_more_gpus,
+    "two-machines-ranks.svg": two_machines_ranks,
 }
 
 

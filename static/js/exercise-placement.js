@@ -19,7 +19,8 @@
     for (const entry of entries) {
       const mark = byLine.get(entry.line) || { line: entry.line, kind: entry.event, texts: [] };
       if (PRIORITY.indexOf(entry.event) < PRIORITY.indexOf(mark.kind)) mark.kind = entry.event;
-      mark.texts.push(String(entry.summary || "").replace(/`/g, ""));  // a hover text shows no markup
+      const who = entry.rank_label ? `${entry.rank_label}: ` : "";  // several ranks: whose entry
+      mark.texts.push(who + String(entry.summary || "").replace(/`/g, ""));  // a hover text shows no markup
       byLine.set(entry.line, mark);
     }
     return Array.from(byLine.values(), (m) => ({ line: m.line, kind: m.kind, text: m.texts.join("\n") }));
@@ -51,6 +52,19 @@
       (verdict.placement_totals && verdict.placement_totals.summary) || "";
     const body = section.querySelector("tbody");
     body.replaceChildren();
+    // a job of several ranks: a Rank column first, each rank's entries in turn (machine and local rank named)
+    const byRank = entries.length > 0 && Boolean(entries[0].rank_label);
+    const head = section.querySelector("thead tr");
+    const rankHead = head && head.querySelector(".placement-rank-head");
+    if (head && byRank && !rankHead) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      th.className = "placement-rank-head";
+      th.textContent = "Rank";
+      head.prepend(th);
+    } else if (rankHead && !byRank) {
+      rankHead.remove();
+    }
     for (const e of entries) {
       const row = document.createElement("tr");
       row.className = `placement-${e.event}`;
@@ -58,6 +72,11 @@
       mark.className = "placement-mark";
       mark.setAttribute("aria-hidden", "true");
       const summary = e.summary || "";
+      if (byRank) {
+        const who = cell(String(e.rank_label || ""));
+        who.className = "placement-rank";
+        row.append(who);
+      }
       row.append(cell(lineLink(e.line, String(e.line))), cell(mark, ` ${EVENT_WORDS[e.event] || e.event}`),
                  cell(...codeSpans(summary.slice(summary.indexOf(": ") + 2))));
       body.append(row);

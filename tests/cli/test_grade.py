@@ -49,3 +49,21 @@ def test_course_grade_rows_name_their_check_and_point_at_the_cause(tmp_path):
     assert rows["same_device"] == "  FAIL same_device  line 20: the same cause as `batch_on_device` above."
     assert rows["trains"] == "  ---- trains  not reached: the program stopped at line 20"
     assert all(row.count("line 20") <= 1 for row in rows.values())
+
+
+@pytest.mark.slow  # three commands, each starting a sandbox
+@pytest.mark.parametrize(("slug", "wrong", "line"), [("same-device", "cuda_method", 10),
+                                                     ("training-loop", "model_cuda_method", 14),
+                                                     ("training-loop", "batch_cuda_method", 20)])
+def test_course_grade_fails_a_hard_coded_cuda_with_the_laptops_own_error(tmp_path, slug, wrong, line):
+    """Issue 27: `.cuda()` runs on the simulated GPU, so only running the script on a laptop without one shows the
+    check's promise ("so the script also runs without a GPU") is broken: the row names the line and that
+    machine's own error, while the program's own run passes everything else."""
+    result = CliRunner().invoke(main, ["grade", slug, str(ROOT / f"exercises/{slug}/wrong/{wrong}.py")],
+                                env=_env(tmp_path))
+    assert result.exit_code == 1, result.output
+    rows = {line.split()[1]: line for line in result.output.splitlines() if line[:6] in ("  PASS", "  FAIL", "  ----")}
+    assert rows["picks_device"].startswith(
+        f"  FAIL picks_device  line {line}: on a CPU-only laptop (the CPU-only torch wheel, no GPU) this line stops "
+        "the program: AssertionError: Torch not compiled with CUDA enabled.")
+    assert [r for r in rows.values() if r.startswith("  FAIL")] == [rows["picks_device"]]

@@ -23,6 +23,7 @@ PLACES = {
     "non-blocking-timeline.svg": {"training-loop"},
     "ddp-ranks.svg": {"multi-gpu-and-distributed"},
     "when-more-gpus.svg": {"multi-gpu-and-distributed"},
+    "two-machines-ranks.svg": {"multi-gpu-and-distributed"},
 }
 
 

@@ -16,7 +16,7 @@ from axe_playwright_python.sync_playwright import Axe
 from tests.helpers import ARTIFACTS
 
 pytestmark = pytest.mark.browser
-LESSONS = {"cpu-gpu-border": 2, "training-loop": 2, "multi-gpu-and-distributed": 2}  # lesson -> figures it shows
+LESSONS = {"cpu-gpu-border": 2, "training-loop": 2, "multi-gpu-and-distributed": 3}  # lesson -> figures it shows
 # the figures are drawn ~440 units wide with 13-15 unit text; below this share of that, the text gets too small
 MIN_SCALE = 0.7
 PANEL_PIXEL = """async (png) => {

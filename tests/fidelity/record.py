@@ -5,6 +5,10 @@ only torch and the standard library (nothing of the project), runs each program 
 fresh interpreter, and rewrites tests/fidelity/expected/<program>.json with what happened, marked
 `"source": "recorded"` with the torch version, the CUDA version and the GPU's name. A program that needs more
 GPUs than the host has is skipped and keeps its derived expectation. Commit what it wrote.
+
+`--jobs N` runs N programs at once (each in its own interpreter with its own CUDA context; most of a program's
+time is importing torch), except those that look at the card's free memory or run out of it: they run alone,
+after the others, so no other process's memory changes what they see.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -26,6 +31,8 @@ HERE = Path(__file__).resolve().parent
 PROGRAMS, EXPECTED = HERE / "programs", HERE / "expected"
 # seconds per program; each is a small script, the slowest a few training steps
 TIMEOUT_S = 120
+# a program whose source says one of these reads the card's free memory or exhausts it: it runs alone (--jobs)
+EXCLUSIVE = ("mem_get_info", "OutOfMemoryError", "total_memory", "memory_reserved")
 
 
 def run_program(path: Path, gpus: int) -> tuple[str, str, int]:
@@ -61,6 +68,7 @@ def main(argv: list[str]) -> int:
     """Record the named programs (all when none are named)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("programs", nargs="*", help="program file names (default: every program)")
+    parser.add_argument("--jobs", type=int, default=1, help="programs run at once (default 1)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("record: this host has no usable CUDA GPU; run the recorder on one (the expectations stay derived)",
@@ -69,7 +77,12 @@ def main(argv: list[str]) -> int:
     gpus, gpu_name = torch.cuda.device_count(), torch.cuda.get_device_name(0)
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {gpus} x {gpu_name}")
     paths = [PROGRAMS / name for name in args.programs] if args.programs else sorted(PROGRAMS.glob("*.py"))
-    for path in paths:
+    alone = [p for p in paths if any(word in p.read_text(encoding="utf-8") for word in EXCLUSIVE)]
+    together = [p for p in paths if p not in alone]
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for line in pool.map(lambda path: record(path, gpu_name, gpus), together):
+            print(line, flush=True)
+    for path in alone:
         print(record(path, gpu_name, gpus), flush=True)
     return 0
 

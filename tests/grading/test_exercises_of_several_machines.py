@@ -29,3 +29,15 @@ def test_wrong_answer_fails_its_named_check(grade, slug, path: Path):
     failed = {c.id: c for c in verdict.checks if not c.passed}
     assert expected in failed, verdict.checks
     assert failed[expected].message
+
+
+def test_the_placement_table_has_every_rank_with_its_machine_and_local_rank(grade, exercises):
+    """Not rank 0's alone: each rank's entries, named `rank 3 (node1, local rank 1)`, its batches on its own GPU."""
+    verdict = grade("two-machines", exercises["two-machines"].solution)
+    labels = [e.rank_label for e in verdict.placement]
+    assert list(dict.fromkeys(labels)) == ["rank 0 (node0, local rank 0)", "rank 1 (node0, local rank 1)",
+                                           "rank 2 (node1, local rank 0)", "rank 3 (node1, local rank 1)"]
+    for entry in verdict.placement:
+        if entry.event == "to_device":
+            assert entry.device == f"cuda:{entry.rank % 2}", entry.summary
+    assert verdict.placement_totals.to_device == sum(e.count for e in verdict.placement if e.event == "to_device")

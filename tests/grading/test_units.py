@@ -101,7 +101,7 @@ def test_verdict_json_shape():
     ex = _exercise()
     data = evaluate(ex, Result(status="ok", exit_code=0, report=None, stdout="hi\n"), "n").model_dump(mode="json")
     assert set(data) == {"exercise", "status", "checks", "stdout", "stderr", "duration_ms", "device", "placement",
-                         "placement_totals", "advice"}
+                         "placement_totals", "advice", "timeline"}
     assert set(data["checks"][0]) == {"id", "passed", "message", "line", "reached"}
 
 
@@ -192,3 +192,18 @@ def test_launch_on_several_machines_counts_every_rank_and_gives_each_machine_its
     assert build_job(ex.model_copy(update={"spec": acc}), "pass")[0].launcher == "accelerate"
     with pytest.raises(ValueError, match="launcher"):
         ExerciseSpec.model_validate({**good, "launch": {"launcher": "mpirun", "nproc_per_node": 1}})
+
+
+def test_placement_map_of_several_ranks_has_a_section_per_rank():
+    from app.grading.placement_map import placement_map
+
+    line = {"line": 3, "event": "to_device", "device": "cuda:0", "count": 2, "names": ["xb"], "bytes": 8}
+    ranks = [{"rank": r, "local_rank": r % 2, "node": r // 2,
+              "trace": {"lines": [{**line, "device": f"cuda:{r % 2}"}]}} for r in (1, 0, 3, 2)]
+    entries, totals = placement_map({"trace": {"lines": [line]}, "ranks": ranks}, "x = 1\n")
+    assert [(e.rank_label, e.device) for e in entries] == [
+        ("rank 0 (node0, local rank 0)", "cuda:0"), ("rank 1 (node0, local rank 1)", "cuda:1"),
+        ("rank 2 (node1, local rank 0)", "cuda:0"), ("rank 3 (node1, local rank 1)", "cuda:1")]
+    assert totals.to_device == 8
+    one, _ = placement_map({"trace": {"lines": [line]}}, "x = 1\n")
+    assert [(e.rank, e.rank_label) for e in one] == [(None, None)]

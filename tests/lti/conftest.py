@@ -22,7 +22,8 @@ def lti_settings(request, tmp_path):
     """The site's settings; the site's own grade sender waits an hour between passes unless a test parametrizes
     this fixture (indirectly) with other values."""
     extra = {"lti_send_interval_s": 3600, "lti_retry_s": 0, **getattr(request, "param", {})}
-    return make_settings(tmp_path, course=small_course(tmp_path), migrate=True, public_url=SITE, **extra)
+    course = extra.pop("course", None) or small_course(tmp_path)
+    return make_settings(tmp_path, course=course, migrate=True, public_url=SITE, **extra)
 
 
 @pytest.fixture

@@ -120,6 +120,10 @@ class TestOnlyPlatform:
     def _app(self) -> FastAPI:
         app = FastAPI()
 
+        @app.get("/favicon.ico")
+        def favicon():  # a browser asks every site for one; a 404 would be a console error in the browser test
+            return HTMLResponse("", status_code=204)
+
         @app.get("/jwks")
         def jwks():
             return {"keys": [self.key.as_dict(private=False)]}

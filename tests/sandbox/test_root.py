@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.runner import BlockingRunner
-from app.sandbox.isolation import base_site_packages, plan_root, with_files
+from app.sandbox.isolation import RootPlan, base_site_packages, plan_root, with_files
 from tests.helpers import make_settings
 
 # what a job reports: which of the names it can import, what it sees in each base site-packages folder, and
@@ -99,3 +99,18 @@ def test_a_job_sees_no_package_of_the_base_site_packages(pool, base_only_package
     assert report["importable"] == []
     assert all(listing in ([], None) for listing in report["listed"].values()), report["listed"]
     assert report["stdlib"]
+
+
+def test_a_driver_library_under_a_linked_folder_the_root_shows_is_not_added_again(tmp_path):
+    """/lib -> usr/lib with /usr bound: ldconfig's /lib/libcuda.so is already in the root (a second link for it
+    failed build_root with FileExistsError on an H200 host, 2026-12-04)."""
+    usr_lib = tmp_path / "usr" / "lib"
+    usr_lib.mkdir(parents=True)
+    (usr_lib / "libcuda.so.1").write_bytes(b"")
+    (tmp_path / "lib").symlink_to("usr/lib")
+    plan = RootPlan(dirs=[str(tmp_path / "usr")])
+    assert with_files(plan, [str(tmp_path / "lib" / "libcuda.so.1")]).files == []
+    elsewhere = tmp_path / "opt" / "libnvidia-ml.so.1"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"")
+    assert with_files(plan, [str(elsewhere)]).files == [str(elsewhere)]

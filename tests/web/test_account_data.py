@@ -10,7 +10,7 @@ from sqlalchemy import select, text
 
 from app.accounts import password_reset
 from app.accounts.data import OMITTED
-from app.learning import progress
+from app.learning import progress, reveals, sections
 from app.models import Base, Learner, User
 from app.submissions import history
 from app.submissions.finish import error_verdict, finish
@@ -31,6 +31,8 @@ ABOUT = {
     "comment_reports": "reporter_id = :uid",
     "regrades": "requested_by = :uid",
     "submission_verdicts": "submission_id IN (SELECT id FROM submissions WHERE learner_id = :lid)",
+    "reveals": "learner_id = :lid",
+    "section_members": "learner_id = :lid",
 }
 # rows about the account that deletion keeps, and the column that then forgets the account: comments stay
 # authorless ("deleted user"), an instructor's regrades stay with no requester
@@ -85,6 +87,11 @@ def busy_learner(app, browser, other_comment: int | None = None) -> int:
     assert browser.post("/api/lessons/alpha/read").status_code == 200
     add_progress(app, who["lid"], "demo-one")
     add_reset_link(app, who["uid"])
+    assert browser.post("/api/exercises/demo-one/hints/1").status_code in (200, 404)  # a small course's hint, if any
+    with app.state.db.session(write=True) as session:
+        reveals.record_reveal(session, learner_id=who["lid"], exercise_slug="demo-one", kind="solution")
+        sections.add_member(session, "Lab A", who["lid"])
+        session.commit()
     own = browser.post("/api/lessons/alpha/comments", json={"body": "My question"}).json()["id"]
     if other_comment is not None:
         assert browser.post("/api/lessons/alpha/comments", json={"body": "A reply", "parent_id": other_comment}) \

@@ -52,6 +52,25 @@ def test_a_learner_gets_403_on_every_instructor_route(app, signed_in_client):
                 assert "for instructors only" in response.json()["detail"]
 
 
+# what a teaching assistant may open (app/web/routes/classroom.py); the rest is the instructor's alone
+FOR_TAS = {("GET", "/instructor/learners"), ("GET", "/instructor/learners/{learner_id}"),
+           ("GET", "/api/instructor/learners"), ("GET", "/api/instructor/learners/{learner_id}"),
+           ("GET", "/api/instructor/code.zip")}
+
+
+def test_a_teaching_assistant_gets_403_on_every_instructor_route_but_the_class_s(app, signed_in_client):
+    assert FOR_TAS <= set(instructor_routes(app))
+    tess = signed_in_client("tess@example.org", name="Tess", role="ta")
+    for method, path in instructor_routes(app):
+        if (method, path) in FOR_TAS:
+            continue
+        for kwargs in request_kinds(method):
+            response = tess.request(method, concrete(path), follow_redirects=False, **kwargs)
+            assert response.status_code == 403, (method, path, kwargs, response.status_code, response.text[:200])
+    assert tess.get("/api/instructor/learners").json() == []  # in no section yet: nobody to see
+    assert tess.get("/api/instructor/learners/1", headers={"accept": "application/json"}).status_code == 403
+
+
 def test_a_visitor_gets_401_or_the_log_in_page_on_every_instructor_route(app, client):
     for method, path in instructor_routes(app):
         for kwargs in request_kinds(method):

@@ -84,15 +84,15 @@ def test_the_json_figures_match_what_was_submitted(classroom):
         "median_attempts_to_pass": 1.5,  # Ann 2, Ben 1
         # Cam's first placeholder; his second (a repeat) and Ann's unchanged starter ran nothing new: counted apart
         "failing_checks": {"y_value": 1}, "uncounted_failures": {"repeat": 1, "starter": 1},
-        "passed_after_seeing_solution": 0}
+        "passed_after_seeing_solution": 0, "late_passes": None}
     assert figures["pick-device"] == {
         "slug": "pick-device", "learners": 1, "passed_learners": 1, "pass_rate": 1.0, "attempts": 2,
         "median_attempts_to_pass": 2, "failing_checks": {"prefers_cuda": 1}, "uncounted_failures": {},
-        "passed_after_seeing_solution": 0}
+        "passed_after_seeing_solution": 0, "late_passes": None}
     assert figures["training-loop"] == {
         "slug": "training-loop", "learners": 0, "passed_learners": 0, "pass_rate": None, "attempts": 0,
         "median_attempts_to_pass": None, "failing_checks": {}, "uncounted_failures": {},
-        "passed_after_seeing_solution": 0}
+        "passed_after_seeing_solution": 0, "late_passes": None}
 
 
 def test_the_dashboard_page_shows_times_exceptions_and_lessons(classroom, html_headers):

@@ -73,8 +73,12 @@ def test_an_exercise_downloads_as_a_notebook_with_its_checklist_and_starter(site
     checklist = next(c.source for c in notebook.cells if "What the grader checks" in c.source)
     assert [line.rsplit("(`", 1)[1].rstrip("`)") for line in checklist.splitlines() if line.startswith("- [ ]")] \
         == exercise.spec.check_ids
-    if exercise.spec.nproc > 1:  # several ranks: written to main.py, then launched by torchrun (needs the GPUs)
-        assert notebook.cells[starter + 1].source.startswith("!torchrun --standalone --nproc-per-node=")
+    if exercise.spec.nproc > 1:  # several ranks: written to main.py, then launched as the course launches them
+        launcher = (exercise.spec.launch.launcher if exercise.spec.launch else "torchrun").split("-")[0]
+        command = {"torchrun": "!torchrun --standalone --nproc-per-node=" if exercise.spec.nnodes == 1
+                   else f"!torchrun --nnodes={exercise.spec.nnodes} --nproc-per-node=",
+                   "accelerate": "!accelerate launch --multi_gpu --num_processes "}[launcher]
+        assert notebook.cells[starter + 1].source.startswith(command)
     if exercise.spec.machine:  # sized for a GPU (fits-on-one-gpu: a 400M model on an L4): on a CPU it would take
         ast.parse(notebook.cells[starter].source)  # minutes and tens of GiB, so the cells before it run, it parses
         notebook.cells = notebook.cells[:starter]

@@ -4,18 +4,19 @@
 without a GPU: on the CPU-only wheel they are dummies that refuse to be built, on the CUDA wheel they ask the
 driver). The classes keep torch.cuda's interface: `torch.cuda.stream(s)`, `wait_stream`, `record_event`,
 `elapsed_time` and the rest behave as documented. The simulated GPU finishes work the moment it is queued, so
-every stream is idle and every recorded event complete; `elapsed_time` is the wall time between the two
-`record()`s. torch.Stream and torch.Event (device-neutral) make these on a CUDA device.
+each stream is a modeled queue on the simulated clock (clock.py): `query()` says whether it has drained by the
+host's modeled time, `synchronize()` waits for it, an event is stamped with the time its stream reaches it and
+`elapsed_time` is modeled device time. torch.Stream and torch.Event (device-neutral) make these on a CUDA device.
 """
 
 from __future__ import annotations
 
 import ctypes
 import itertools
-import time
 
 import torch
 
+from app.harness.machine import clock
 from app.harness.wording import messages
 
 CUDA_TYPE = 1  # c10::DeviceType::CUDA, what Stream.device_type holds
@@ -28,24 +29,16 @@ def _new_handle() -> int:
     return _HANDLE_BASE + 0x10 * next(_handles)
 
 
-class SyncClock:
-    """Counts the moments the host waited for the GPU: explicit synchronize() calls and blocking copies.
-
-    A non-blocking copy to the host is safe to read only after one of them; the tracer compares counts.
-    """
-
-    def __init__(self):
-        self.count = 0
-
-    def tick(self) -> None:
-        self.count += 1
+# the simulated GPUs' clock (clock.py): modeled stream queues, syncs, the program's time
+CLOCK = clock.CLOCK
 
 
-CLOCK = SyncClock()
+def _label(device_index: int) -> str:
+    return f"cuda:{device_index}"
 
 
 class Stream:
-    """torch.cuda.Stream on a simulated GPU: an id, a device, a raw handle; always idle."""
+    """torch.cuda.Stream on a simulated GPU: an id, a device, a raw handle, a queue on the modeled clock."""
 
     def __new__(cls, device=None, priority: int = 0, stream_id: int | None = None, device_index: int | None = None,
                 device_type: int = CUDA_TYPE, stream_ptr: int | None = None):
@@ -62,14 +55,17 @@ class Stream:
     def device(self) -> torch.device:
         return torch._C.device("cuda", self.device_index)
 
+    def _queue(self):
+        return CLOCK.stream(_label(self.device_index), self.stream_id)
+
     def query(self) -> bool:
-        return True
+        return not CLOCK.active or self._queue().ready <= CLOCK.host
 
     def is_capturing(self) -> bool:
         return False  # no CUDA graph is ever being captured
 
     def synchronize(self) -> None:
-        CLOCK.tick()
+        CLOCK.wait_for(self._queue().ready if CLOCK.active else 0.0)
 
     def wait_event(self, event) -> None:
         event.wait(self)
@@ -124,24 +120,42 @@ class Event:
             raise RuntimeError(f"Event device {self.device} does not match recording stream's device "
                                f"{stream.device}.")
         self.device, self.cuda_event = stream.device, self.cuda_event or _new_handle()
-        self._recorded_at = time.perf_counter()
+        if not CLOCK.active:
+            self._recorded_at = clock.REAL_PERF()
+            return
+        started = CLOCK.enter()  # the host's time since its last device call reaches the device first
+        try:
+            CLOCK.touch()  # the simulation's own bookkeeping here is not the program's time
+            queue = CLOCK.stream(_label(stream.device_index), stream.stream_id)
+            self._recorded_at = queue.ready if queue.ready > CLOCK.host else CLOCK.host
+            CLOCK.mark(queue, "event", self._recorded_at)
+        finally:
+            CLOCK.leave(started)
 
     def wait(self, stream=None) -> None:
-        return None  # the recorded work is already done
+        """The stream's later work starts only once this event's work is done."""
+        if CLOCK.active and self._recorded_at is not None:
+            stream = torch.cuda.current_stream() if stream is None else stream
+            queue = CLOCK.stream(_label(stream.device_index), stream.stream_id)
+            queue.ready = max(queue.ready, self._recorded_at)
 
     def query(self) -> bool:
-        return True
+        return not CLOCK.active or self._recorded_at is None or self._recorded_at <= CLOCK.host
 
     def synchronize(self) -> None:
-        CLOCK.tick()
+        CLOCK.wait_for(self._recorded_at if CLOCK.active and self._recorded_at is not None else 0.0)
 
     def elapsed_time(self, end_event) -> float:
-        """Milliseconds between the two record() calls (aten/src/ATen/cuda/CUDAEvent.h's checks first)."""
+        """Milliseconds of modeled device time between the two events (aten/src/ATen/cuda/CUDAEvent.h's checks
+        first)."""
         if not (self.enable_timing and end_event.enable_timing):
             raise ValueError(messages.EVENT_TIMING)
         if self._recorded_at is None or end_event._recorded_at is None:
             raise ValueError(messages.EVENT_NOT_RECORDED)
-        return (end_event._recorded_at - self._recorded_at) * 1000.0
+        ms = (end_event._recorded_at - self._recorded_at) * 1000.0
+        # cudaEventElapsedTime's resolution is about 0.5 us (CUDA Runtime API reference): modeled times are
+        # reported at it, so the same work reads the same figure wherever on the timeline it ran
+        return round(ms * 2000.0) / 2000.0 if CLOCK.active else ms
 
     def ipc_handle(self):
         raise messages.NotSimulatedError("torch.cuda.Event.ipc_handle")
@@ -173,6 +187,7 @@ class StreamTable:
 
     def set_current(self, stream_id: int, device_index: int, device_type: int = CUDA_TYPE) -> None:
         self.current[device_index] = stream_id
+        CLOCK.current[_label(device_index)] = stream_id  # the stream new work is queued on
 
 
 _REAL_STREAM, _REAL_EVENT = torch.Stream, torch.Event

@@ -20,6 +20,7 @@ import weakref
 import torch
 
 from app.harness.machine.allocator import Allocator, alloc_conf_expandable, round_size
+from app.harness.machine.clock import CLOCK
 
 # bytes of the card the CUDA context takes before the first tensor (kernels, cuBLAS handles); mem_get_info counts
 # it as used. Modeled: a few hundred MiB on recent cards with lazy module loading (CUDA_MODULE_LOADING=LAZY,
@@ -117,8 +118,9 @@ class Memory:
         return ref is not None and ref() is t
 
     def _dropped(self, ref) -> None:
-        if self._refs.pop(id(ref), None) is not None:
-            self._release(ref.key)
+        with CLOCK.excluded():  # the simulation's bookkeeping when the program drops a tensor is not its time
+            if self._refs.pop(id(ref), None) is not None:
+                self._release(ref.key)
 
     def _release(self, key: int) -> None:
         entry = self.live.get(key)

@@ -26,6 +26,8 @@ _REAL_DEVICE = torch._C.device
 MIXING_ALLOWED = {"__setitem__", "copy_", "__deepcopy__", "__reduce_ex__", "__repr__", "__format__",
                   "__setstate__", "__get__", "__set__", "is_pinned", "pin_memory", "record_stream"}
 _REPR_SUFFIX = re.compile(r"(, (?:size|dtype|layout|grad_fn|requires_grad|names)=.*)?\)\Z", re.S)
+# reading a device tensor's value on the host: the host waits for the device, then copies the value back
+SYNC_READS = {"item", "tolist", "__repr__", "__format__", "__bool__", "__float__", "__int__", "__index__"}
 # random ops that take a `generator=`: a simulated GPU's draws use that GPU's generator
 RANDOM_WITH_GENERATOR = {"randn", "rand", "randint", "randperm", "normal", "bernoulli", "multinomial", "poisson",
                          "normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_",
@@ -145,8 +147,9 @@ class Simulation:
                 return int(label.rsplit(":", 1)[1])
             if label and name == "type" and len(args) == 1 and not kwargs:
                 return f"torch.{label.split(':')[0]}.{_LEGACY_TYPES.get(first.dtype, 'Tensor')}"
-            if label and name in ("item", "tolist"):
-                cuda_streams.CLOCK.tick()  # reading a GPU value waits for the GPU
+            if label and name in SYNC_READS:  # reading a GPU value waits for the GPU
+                frame = self.learner_frame() if cuda_streams.CLOCK.active else None
+                cuda_streams.CLOCK.sync(label, read=True, line=frame.f_lineno if frame else None)
             if label and name in dataless.READS and "_pt_nodata" in first.__dict__:
                 raise dataless.refuse(first, label)
         target = kwargs.get("device")
@@ -314,6 +317,15 @@ class Simulation:
             self.note_placement(label)
         out = self._move_data(src, label, current, dtype, non_blocking, bool(kwargs.get("copy", False) or moving),
                               memory_format)
+        clock = cuda_streams.CLOCK
+        if clock.active and out is not src and (moving or label != "cpu"):
+            frame = self.learner_frame()
+            line = frame.f_lineno if frame else None
+            if moving:
+                clock.copy(current, label, src.numel() * src.element_size(), line=line, non_blocking=non_blocking,
+                           pinned=bool(src.__dict__.get("_pt_pinned")))
+            else:  # a cast or a copy on the same GPU: one elementwise kernel
+                clock.op("_to_copy", label, [src], [out], line)
         if out is not src:
             self.set_label(out, label if label != "cpu" else None)
             for key in ("_pt_batch", "_pt_loss"):
@@ -353,7 +365,7 @@ class Simulation:
         if non_blocking:
             out._pt_pinned = True  # torch allocates the destination pinned, so the copy really is asynchronous
             out._pt_copied_at = cuda_streams.CLOCK.count
-        else:
+        elif not cuda_streams.CLOCK.active:  # with a clock, the copy itself waited (and counted)
             cuda_streams.CLOCK.tick()
 
     # ---------------------------------------------------------------- random numbers of a simulated GPU

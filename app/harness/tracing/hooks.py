@@ -16,6 +16,7 @@ import torch.utils.data.dataloader
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import TensorDataset, dataloader
 
+from app.harness.machine.clock import CLOCK
 from app.harness.machine.simulation import tensors_in
 
 # frames that are torch's own torch-function plumbing (between the learner's call and the mode)
@@ -33,13 +34,21 @@ _MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, 
             "torch.accelerator": torch.accelerator}
 
 
+def _not_the_programs_time(hook):
+    """A hook of the tracer's: its time is the simulation's, not the program's (machine/clock.py)."""
+    def timed(*args):
+        with CLOCK.excluded():
+            return hook(*args)
+    return timed
+
+
 class Hooks:
     """Installs and runs the hooks; the facts they gather go through the tracer's record()."""
 
     def install_hooks(self) -> None:
         """Module, optimizer, DataLoader and device-question hooks (before the learner's code runs)."""
-        torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre_hook)
-        register_optimizer_step_pre_hook(self._step_pre_hook)
+        torch.nn.modules.module.register_module_forward_pre_hook(_not_the_programs_time(self._forward_pre_hook))
+        register_optimizer_step_pre_hook(_not_the_programs_time(self._step_pre_hook))
         register_optimizer_step_post_hook(self._step_post_hook)
         self._patch_dataloader()
         self._patch_module_moves()

@@ -22,6 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from app.harness.machine import cuda_streams
+from app.harness.machine.clock import CLOCK, NO_KERNEL
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
 from app.harness.machine.simulation import Simulation, tensors_in
@@ -193,6 +194,12 @@ class Tracer(Hooks, Simulation):
 
     def on_call(self, func, name: str, args, kwargs):
         """One torch call: simulate the GPUs where needed, run it, propagate labels, record facts."""
+        if self.simulated and CLOCK.active:
+            started = CLOCK.enter()
+            try:
+                return self._on_clock(func, name, args, kwargs)
+            finally:
+                CLOCK.leave(started)
         frame, ins = self.learner_frame(direct=True), None
         if frame is not None:
             ins = tensors_in((args, kwargs))  # once: counting, then propagating, read them
@@ -209,6 +216,48 @@ class Tracer(Hooks, Simulation):
         self._propagate(name, args, kwargs, out, ins)
         self._observe(name, args, kwargs, out, frame=frame)
         return out
+
+    def _on_clock(self, func, name, args, kwargs):
+        """on_call on a simulated GPU with a clock (its real time is emulation when it did device work): the same
+        work, and the call's kernel queued on the modeled timeline."""
+        frame, ins = self.learner_frame(direct=True), None
+        if frame is not None:
+            ins = tensors_in((args, kwargs))  # once: counting, then propagating, read them
+            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
+        if name == "backward":
+            label = next((t.__dict__.get("_pt_dev") for t in tensors_in(args[:1]) if "_pt_dev" in t.__dict__),
+                         None)
+            out = self._traced_backward(func, args, kwargs)
+            if label:
+                CLOCK.backward(label, self._line(frame))
+            self._propagate(name, args, kwargs, out, ins)
+            self._observe(name, args, kwargs, out, frame=frame)
+        else:
+            out = self.simulate(func, name, args, kwargs)
+            if out is NotImplemented:
+                out = self.run_simulated(func, name, args, kwargs)
+                self._propagate(name, args, kwargs, out, ins)
+                self._observe(name, args, kwargs, out, frame=frame)
+            if name not in NO_KERNEL:
+                self._charge(name, args, kwargs, out, frame)
+        return out
+
+    def _line(self, frame) -> int | None:
+        """The learner's line a device op belongs to (the nearest one, for ops inside a module's forward)."""
+        if frame is None:
+            frame = self.learner_frame()
+        return frame.f_lineno if frame is not None else None
+
+    def _charge(self, name, args, kwargs, out, frame) -> None:
+        """Queue the kernel of a call that ran on a simulated GPU."""
+        outs = tensors_in(out)
+        label = next((t.__dict__["_pt_dev"] for t in outs if "_pt_dev" in t.__dict__), None)
+        ins = tensors_in((args, kwargs))
+        if label is None:
+            label = next((t.__dict__["_pt_dev"] for t in ins if "_pt_dev" in t.__dict__), None)
+            if label is None:
+                return
+        CLOCK.op(name, label, ins, outs, self._line(frame))
 
     def ordinals_named(self, args, kwargs):
         """`model.to(0)` and `device=0`: name the ordinal's device, as torch does on a build with an accelerator."""
@@ -349,6 +398,7 @@ class PlacementMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        CLOCK.calls += 1  # the dispatch to this mode is the simulation's time, not the program's
         name = getattr(func, "__name__", "")
         if name == "__get__" or name == "__set__":
             descriptor = getattr(func, "__self__", None)

@@ -63,18 +63,20 @@ HEADERS = {
 }
 
 
-def content_security_policy(path: str, nonce: str) -> str:
-    """Return the Content-Security-Policy for a response to `path` whose style element carries `nonce`."""
+def content_security_policy(path: str, nonce: str, form_action: str | None = None) -> str:
+    """Return the Content-Security-Policy for a response to `path` whose style element carries `nonce`;
+    `form_action` is one more origin its forms may post to (the LTI deep-linking answer's LMS)."""
     if path in DOCS_PATHS:
         return DOCS_CSP
     if path.startswith("/static/") and path.endswith(".svg"):
         return SVG_CSP
-    return CSP.format(nonce=nonce)
+    policy = CSP.format(nonce=nonce)
+    return policy.replace("form-action 'self'", f"form-action 'self' {form_action}") if form_action else policy
 
 
-def security_headers(path: str, *, nonce: str, production: bool) -> dict[str, str]:
+def security_headers(path: str, *, nonce: str, production: bool, form_action: str | None = None) -> dict[str, str]:
     """Return the security headers for a response to `path`."""
-    headers = {"Content-Security-Policy": content_security_policy(path, nonce), **HEADERS}
+    headers = {"Content-Security-Policy": content_security_policy(path, nonce, form_action), **HEADERS}
     if production:
         headers["Strict-Transport-Security"] = f"max-age={HSTS_MAX_AGE_S}"
     return headers
@@ -99,8 +101,13 @@ class SecurityHeadersMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                # a route that lets a form post to another origin says so in request.state (only the deep-linking
+                # answer to an LMS, app/web/routes/lti.py); every other response gets the headers made above
+                form_action = scope["state"].get("form_action")
+                headers = extra if form_action is None else _encoded(security_headers(
+                    scope["path"], nonce=nonce, production=self.production, form_action=form_action))
                 # ours replace any the app set; built as one list (MutableHeaders scans the list per header)
-                message["headers"] = [h for h in message.get("headers") or () if h[0].lower() not in _NAMES] + extra
+                message["headers"] = [h for h in message.get("headers") or () if h[0].lower() not in _NAMES] + headers
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

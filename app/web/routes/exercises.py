@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.content.exercises import Exercise
-from app.learning import progress
+from app.learning import progress, sections
 from app.models import Submission
 from app.runner.base import Busy, Unavailable
 from app.submissions import views
@@ -65,10 +65,14 @@ def get_exercise(slug: str, request: Request) -> Exercise:
 
 
 def owned_submission(submission_id: str, request: Request, learner: LearnerId, user: OptionalUser) -> Submission:
-    """Return the submission if this visitor may read it (their own, or any for an instructor); else 404."""
+    """Return the submission if this visitor may read it (their own, any for an instructor, their sections'
+    learners' for a teaching assistant); else 404."""
     with request.app.state.db.session() as session:
         submission = progress.get_submission(session, submission_id)
-    if submission is None or (submission.learner_id != learner and not (user and user.is_instructor)):
+        # a teaching assistant reads the submissions of their sections' learners
+        staff = user is not None and user.is_staff and submission is not None and \
+            sections.may_see(session, user, submission.learner_id)
+    if submission is None or (submission.learner_id != learner and not staff):
         raise HTTPException(404, f"No submission {submission_id} of yours: it does not exist or belongs to "
                                  "another learner.")
     return submission

@@ -101,6 +101,7 @@ class ExerciseFiguresOut(BaseModel):
     uncounted_failures: dict[str, int] = Field(description="Failed attempts that ran nothing new, by why: starter "
                                                            "(unchanged), repeat (code already tried), syntax.")
     passed_after_seeing_solution: int = Field(description="Learners who passed after seeing the reference solution.")
+    late_passes: int | None = Field(description="Learners whose pass came after their deadline; null without one.")
 
 
 @router.get("/api/instructor/exercises", response_model=list[ExerciseFiguresOut], dependencies=[Summarised],

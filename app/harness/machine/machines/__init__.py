@@ -168,3 +168,19 @@ def get(machine_id: str, extra: Path | str | None = None) -> Machine:
     if machine is None:
         raise MachineError(f"unknown machine {machine_id!r}; one of {', '.join(sorted(machines))}")
     return machine
+
+
+def clock_figures(machine: "Machine") -> dict | None:
+    """The figures the simulated clock needs (app/harness/machine/clock.py), from a profile; None when the machine
+    has no GPU figures (a CPU-only machine: its program reads real time)."""
+    fp32, bandwidth = machine.value("peak_flops.fp32"), machine.value("memory_bandwidth")
+    if not fp32 or not bandwidth:
+        return None
+    peaks = {k: machine.value(f"peak_flops.{k}") for k in ("fp64", "fp32", "tf32_tensor", "bf16_tensor",
+                                                            "fp16_tensor", "fp8_tensor")}
+    return {"machine": machine.id,
+            "peak_flops": {k: float(v) for k, v in peaks.items() if v},
+            "memory_bandwidth": float(bandwidth),
+            "pinned_bytes_per_s": float(machine.value("host_link.pinned_bytes_per_s") or bandwidth),
+            "pageable_bytes_per_s": float(machine.value("host_link.pageable_bytes_per_s") or bandwidth),
+            "gpu_link_bytes_per_s": float(machine.value("gpu_link.bytes_per_s") or 0) or None}

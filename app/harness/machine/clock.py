@@ -1,0 +1,481 @@
+"""The simulated GPU's clock: a modeled timeline per device and stream, and the program's clocks that read it.
+
+Every op the tracer runs on a simulated GPU is queued here with a modeled duration (a roofline: FLOPs at the
+dtype's peak, bytes at memory bandwidth, each at a realistic efficiency, never shorter than a kernel's floor);
+copies run at the machine's host-link rates (pageable blocks the host, pinned with non_blocking=True returns at
+once) or over the GPU link. The host pays a launch cost per op and waits at each synchronisation point until the
+stream has drained. The program's clocks (time.perf_counter, monotonic, time and their _ns forms) then read
+
+    the host's own CPU time (less the time spent emulating device work)  +  modeled launches and waits
+
+so that `a @ b` without synchronize reads a few microseconds and with it the modeled kernel time, while
+time.sleep and ordinary host work stay as they are. The host's time is its CPU time (this thread's), not wall
+time, so a loaded grading machine does not stretch anything; between two device calls a gap shorter than
+GAP_FLOOR_S is the loop around the launch, which the launch cost already counts, so the device-side figures
+(events, kernel times) are the same on every run.
+
+The model's assumptions are written in docs/grading.md ("The simulated clock"). Figures come from the machine
+profile (app/harness/machine/machines/<id>.json, each with its source), handed over in the payload's host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import time
+
+import torch
+from torch.utils.flop_counter import bmm_flop, conv_flop_count, mm_flop, sdpa_flop_count
+
+# the real clocks, taken before the job's are replaced (the harness itself always reads these)
+REAL_PERF = time.perf_counter
+REAL_PERF_NS = time.perf_counter_ns
+REAL_MONOTONIC = time.monotonic
+REAL_MONOTONIC_NS = time.monotonic_ns
+REAL_TIME = time.time
+REAL_TIME_NS = time.time_ns
+REAL_SLEEP = time.sleep
+# the host's time is its CPU time (this thread's): a loaded machine's waiting for a core does not show
+_cpu = time.thread_time
+
+# --- the model's constants (docs/grading.md, "The simulated clock", says why each is what it is) -------------
+# Dense GEMMs reach 60-80% of peak at large sizes (NVIDIA's "Matrix Multiplication Background" user guide,
+# docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication: achieved vs peak math throughput)
+COMPUTE_EFFICIENCY = 0.7
+# Streaming kernels reach 80-90% of HBM bandwidth (NVIDIA's "GPU Performance Background" user guide, memory-bound
+# operations; STREAM-like copies on H100 reach about 3 of 3.35 TB/s)
+MEMORY_EFFICIENCY = 0.8
+# seconds; the shortest a kernel takes on the GPU (launch latency on the device and the tail of one wave; NVIDIA's
+# "CUDA C++ Best Practices Guide": kernel launch overhead of a few microseconds)
+KERNEL_FLOOR_S = 2.5e-6
+# seconds the host spends launching one eager op (Python, the dispatcher, cudaLaunchKernel; PyTorch's "Performance
+# Tuning Guide": eager overhead of about 5-10 us per op is why small ops are launch-bound)
+LAUNCH_S = 5e-6
+# seconds a host read of a device value costs beyond the wait (cudaMemcpy of a few bytes and the stream sync)
+SYNC_S = 10e-6
+# seconds of host CPU time between two device calls that read as part of the launch: torch's dispatch to the
+# tracer costs about 0.1 ms per op on the grading machine (measured: 60-190 us around a 1024 matmul), which the
+# program must not see, and cannot be told apart from the learner's own few lines around a launch
+GAP_FLOOR_S = 250e-6
+# events of the timeline kept for the Chrome trace (a long loop repeats the same ones)
+TRACE_EVENTS_KEPT = 20000
+# ops that make no kernel: metadata and views answer from the tensor's header
+NO_KERNEL = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
+    "expand_as", "narrow", "select", "unbind", "split", "chunk", "flatten", "unflatten", "detach", "detach_",
+    "requires_grad_", "size", "dim", "numel", "stride", "data_ptr", "is_contiguous", "as_strided", "diagonal",
+    "movedim", "moveaxis", "swapaxes", "retain_grad", "register_hook", "__len__", "__iter__", "__hash__",
+    "is_floating_point", "is_complex", "element_size", "nelement", "storage_offset", "untyped_storage",
+    "get_device", "__reduce_ex__", "__deepcopy__", "__setstate__", "is_pinned", "record_stream", "type",
+    "_is_view", "dtype", "shape", "names", "__format__", "__repr__", "item", "tolist", "__bool__", "__float__",
+    "__int__", "__index__", "__array__", "numpy", "backward", "to", "cuda", "cpu", "type_as", "pin_memory",
+    "_has_compatible_shallow_copy_type", "is_same_size", "__get__", "__set__",
+})
+_MATMULS = frozenset({"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "linear", "addmm", "baddbmm",
+                      "addbmm", "einsum", "mv", "dot", "inner", "outer", "tensordot"})
+_CONVS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+_PEAK_OF_DTYPE = {torch.float16: "fp16_tensor", torch.bfloat16: "bf16_tensor", torch.float64: "fp64",
+                  torch.float8_e4m3fn: "fp8_tensor", torch.float8_e5m2: "fp8_tensor"}
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def matmul_flops(name: str, ins: list, out) -> int:
+    """FLOPs of a matrix product, with torch.utils.flop_counter's formulas (2*m*n*k per product)."""
+    if name == "linear" and len(ins) >= 2:
+        x, w = ins[0], ins[1]
+        rows = x.numel() // max(1, x.shape[-1]) if x.dim() else 1
+        return mm_flop((rows, x.shape[-1]), (w.shape[-1], w.shape[0])) if w.dim() == 2 else 0
+    if name in ("addmm", "baddbmm", "addbmm") and len(ins) >= 3:
+        ins = ins[1:]
+    if len(ins) < 2 or not isinstance(out, torch.Tensor):
+        return 2 * out.numel() if isinstance(out, torch.Tensor) else 0
+    a, b = ins[0], ins[1]
+    if a.dim() == 2 and b.dim() == 2:
+        return mm_flop(tuple(a.shape), tuple(b.shape))
+    if a.dim() == 3 and b.dim() == 3:
+        return bmm_flop(tuple(a.shape), tuple(b.shape))
+    # broadcast matmul, mv, dot: every output element is a dot product over a's last dimension
+    k = a.shape[-1] if a.dim() else 1
+    return 2 * max(1, out.numel()) * k
+
+
+def conv_flops(name: str, ins: list, out) -> int:
+    if len(ins) < 2 or not isinstance(out, torch.Tensor):
+        return 0
+    x, w = ins[0], ins[1]
+    shape_x = tuple(x.shape) if x.dim() == w.dim() else (1, *x.shape)  # unbatched input
+    shape_out = tuple(out.shape) if out.dim() == w.dim() else (1, *out.shape)
+    return conv_flop_count(list(shape_x), list(w.shape), list(shape_out), transposed="transpose" in name)
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc keep freed blocks up to 32 MiB for reuse instead of unmapping them: a simulated GPU tensor is
+    host memory, and unmapping it when the program drops it (outside any traced call) would read as the
+    program's own host time. 32 MiB is glibc's largest mmap threshold on 64-bit (malloc/malloc.c,
+    DEFAULT_MMAP_THRESHOLD_MAX)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD: give memory back to the system only past 128 MiB free
+    except (OSError, AttributeError):  # not glibc: only the host-time figures of very large frees differ
+        pass
+
+
+class Stream:
+    """One stream's modeled queue: when its queued work ends (seconds on the modeled timeline)."""
+
+    __slots__ = ("ready", "row")
+
+    def __init__(self, row: str):
+        self.ready = 0.0
+        self.row = row
+
+
+class DeviceClock:
+    """The modeled timeline of one job's simulated GPUs, and the host time the program reads.
+
+    `count`/`tick()` keep the interface the tracer used before there was a clock: the number of times the host
+    waited for the GPU (a non-blocking copy to the host is safe to read only after one of them).
+    """
+
+    def __init__(self):
+        self.figures: dict | None = None
+        self.line_finder = lambda: None  # the learner's current line (the tracer sets it)
+        self.dispatch_s = 0.0  # CPU seconds the tracer adds to one torch call (calibrate())
+        self.reset()
+
+    def reset(self) -> None:
+        self.count = 0  # host waits for the GPU (syncs)
+        self.emulated = 0.0  # wall seconds the host spent emulating device work (what the emulation costs)
+        self.added = 0.0  # modeled seconds added to the host: launches, waits, sync costs
+        self.host = 0.0  # the host's modeled time (seconds since the job's start), what the program's clocks read
+        self.streams: dict[tuple[str, int], Stream] = {}
+        self.current: dict[str, int] = {}  # device label -> current stream id (0: the default stream)
+        self._cpu_mark = _cpu()
+        self.calls = 0  # torch calls through the tracer since the last mark (their dispatch is not the program's)
+        self._depth = 0
+        self._touched = False
+        self._started_cpu = 0.0
+        self._bases = (REAL_PERF(), REAL_MONOTONIC(), REAL_TIME())  # the real clocks when the job began
+        self.pending_backward = 0.0  # modeled seconds of forward work whose backward is still to come
+        self.pending_kernels = 0
+        self.gpu_busy = 0.0
+        self.copy_time = 0.0
+        self.host_wait = 0.0
+        self.gpu_idle = 0.0
+        self.kernels = 0
+        self.by_line: dict[int, float] = {}  # learner line -> modeled device seconds of its kernels and copies
+        self.waits_by_line: dict[int, float] = {}  # learner line -> seconds the host waited for the GPU there
+        self.trace: list[tuple] = []  # (row, name, start s, duration s, line, kind)
+        self.line: int | None = None  # the learner's line of the op being charged
+
+    # ---------------------------------------------------------------- configuration
+    def configure(self, figures: dict | None) -> None:
+        """Start the clock for a machine's figures (None: no modeled clock, the program reads real time)."""
+        self.figures = figures
+        self.dispatch_s = 0.0
+        self.reset()
+        if figures is not None:
+            _keep_freed_memory()
+            self.calibrate()
+            self.reset()
+
+    @property
+    def active(self) -> bool:
+        return self.figures is not None
+
+    # ---------------------------------------------------------------- the host's time
+    def _commit(self, floor: float) -> None:
+        """Add the host's CPU time since the last mark to its modeled time (when longer than floor), less the
+        tracer's dispatch of the torch calls made meanwhile."""
+        now = _cpu()
+        gap = now - self._cpu_mark - self.calls * self.dispatch_s
+        if gap > floor:
+            self.host += gap
+        self._cpu_mark, self.calls = now, 0
+
+    def calibrate(self) -> None:
+        """Measure what the tracer's TorchFunctionMode adds to one torch call on this machine (CPU time)."""
+        t = torch.zeros(4)
+        with torch._C.DisableTorchFunction():
+            started = _cpu()
+            for _ in range(200):
+                torch.mul(t, t)
+            bare = _cpu() - started
+        started = _cpu()
+        for _ in range(200):
+            torch.mul(t, t)
+        self.dispatch_s = max(0.0, (_cpu() - started - bare) / 200)
+
+    def enter(self):
+        """Start of a traced call: the host's own work since its last device call reaches the device (a gap
+        shorter than GAP_FLOOR_S is the loop around the launch, which LAUNCH_S already counts)."""
+        if self._depth:
+            self._depth += 1
+            return None
+        self._depth = 1
+        self._touched = False
+        self._commit(GAP_FLOOR_S)
+        return REAL_PERF()
+
+    def leave(self, started) -> None:
+        """End of a traced call: if it did device work its time was emulation, which the program does not see;
+        otherwise it was the host's own work."""
+        self._depth -= 1
+        if started is None:
+            return
+        if self._touched:
+            self.emulated += REAL_PERF() - started
+            self._cpu_mark = _cpu()
+        else:
+            self._commit(0.0)
+
+    def touch(self) -> None:
+        """The traced call under way is the simulation's work (device work or its bookkeeping)."""
+        self._touched = True
+
+    @contextlib.contextmanager
+    def excluded(self):
+        """Host work of the simulation itself outside any traced call: not the program's time."""
+        started = _cpu()
+        try:
+            yield
+        finally:
+            self._cpu_mark += _cpu() - started
+
+    def _advance(self, seconds: float) -> None:
+        self.host += seconds
+        self.added += seconds
+
+    # ---------------------------------------------------------------- streams
+    def stream(self, device: str, stream_id: int | None = None) -> Stream:
+        sid = self.current.get(device, 0) if stream_id is None else stream_id
+        s = self.streams.get((device, sid))
+        if s is None:
+            row = f"{device} stream {'default' if sid == 0 else hex(sid)}"
+            s = self.streams[(device, sid)] = Stream(row)
+        return s
+
+    def _queue(self, s: Stream, seconds: float, name: str, kind: str, row: str | None = None) -> tuple[float, float]:
+        """Queue `seconds` of work on stream s as the host launches it; return (start, end)."""
+        start = s.ready if s.ready > self.host else self.host
+        if self.host > s.ready and s.ready > 0.0:
+            self.gpu_idle += self.host - s.ready
+        end = start + seconds
+        s.ready = end
+        line = self.line
+        if line is not None:
+            self.by_line[line] = self.by_line.get(line, 0.0) + seconds
+        if len(self.trace) < TRACE_EVENTS_KEPT:
+            self.trace.append((row or s.row, name, start, seconds, line, kind))
+        return start, end
+
+    # ---------------------------------------------------------------- charging work
+    def peak(self, dtype) -> float:
+        peaks = self.figures["peak_flops"]
+        key = _PEAK_OF_DTYPE.get(dtype)
+        if key is None:
+            key = "tf32_tensor" if dtype == torch.float32 and torch._C._get_cublas_allow_tf32() else "fp32"
+        return peaks.get(key) or peaks["fp32"]
+
+    def kernel_seconds(self, flops: float, nbytes: float, dtype) -> float:
+        f = self.figures
+        compute = flops / (self.peak(dtype) * COMPUTE_EFFICIENCY) if flops else 0.0
+        memory = nbytes / (f["memory_bandwidth"] * MEMORY_EFFICIENCY)
+        return KERNEL_FLOOR_S + (compute if compute > memory else memory)
+
+    def op(self, name: str, device: str, ins: list, outs: list, line: int | None) -> None:
+        """One op launched on a simulated GPU: its kernel queued on the current stream, the host's launch paid."""
+        if name in NO_KERNEL:
+            return
+        if outs and not name.endswith("_") and all(t._is_view() for t in outs):
+            return  # a view of its input: no kernel
+        self._touched = True
+        dtype = (ins[0] if ins else outs[0]).dtype if (ins or outs) else torch.float32
+        if name in _MATMULS:
+            flops = matmul_flops(name, ins, outs[0] if outs else None)
+        elif name in _CONVS:
+            flops = conv_flops(name, ins, outs[0] if outs else None)
+        elif name == "scaled_dot_product_attention" and len(ins) >= 3:
+            flops = sdpa_flop_count(tuple(ins[0].shape), tuple(ins[1].shape), tuple(ins[2].shape))
+        else:
+            flops = 0
+        nbytes = 0
+        for t in ins:
+            nbytes += t.numel() * t.element_size()
+        for t in outs:
+            nbytes += t.numel() * t.element_size()
+        seconds = self.kernel_seconds(flops, nbytes, dtype)
+        self.line = line
+        self._queue(self.stream(device), seconds, name, "kernel")
+        self.gpu_busy += seconds
+        self.kernels += 1
+        if torch.is_grad_enabled() and any(t.requires_grad for t in outs):
+            self.pending_backward += seconds
+            self.pending_kernels += 1
+        self._advance(LAUNCH_S)
+
+    def backward(self, device: str, line: int | None) -> None:
+        """loss.backward(): the backward kernels of the forward work since the last one (twice its time: each
+        product has two products in backward), launched by autograd's engine."""
+        self._touched = True  # the backward pass's real time on the CPU was emulation
+        kernels = 2 * self.pending_kernels
+        if not kernels:
+            return
+        seconds = max(2 * self.pending_backward, kernels * LAUNCH_S)
+        self.line = line
+        self._queue(self.stream(device), seconds, "autograd backward", "kernel")
+        self.gpu_busy += seconds
+        self.kernels += kernels
+        self.pending_backward, self.pending_kernels = 0.0, 0
+        self._advance(kernels * LAUNCH_S)
+
+    def copy(self, src: str, dst: str, nbytes: int, *, pinned: bool, non_blocking: bool, line: int | None) -> None:
+        """A copy between devices: host<->device over the host link, device<->device over the GPU link."""
+        f = self.figures
+        self._touched = True
+        self.line = line
+        if src == "cpu" or dst == "cpu":
+            device = dst if src == "cpu" else src
+            asynchronous = non_blocking and (pinned or src != "cpu")  # a copy to the host lands in pinned memory
+            rate = f["pinned_bytes_per_s"] if (pinned or asynchronous) else f["pageable_bytes_per_s"]
+            kind = "h2d" if src == "cpu" else "d2h"
+        else:
+            device, asynchronous, rate, kind = src, True, f["gpu_link_bytes_per_s"] or f["memory_bandwidth"], "d2d"
+        seconds = KERNEL_FLOOR_S + nbytes / rate
+        s = self.stream(device)
+        _, end = self._queue(s, seconds, f"copy {kind} {nbytes / (1 << 20):.1f} MiB", "copy",
+                             row=f"{device} copy engine")
+        self.copy_time += seconds
+        self._advance(LAUNCH_S)
+        if not asynchronous:  # the host waits for the copy (and everything queued before it)
+            self._wait_until(end, count=True)
+
+    def mark(self, s: Stream, name: str, when: float) -> None:
+        """A zero-length mark on a stream's row (an event recorded there)."""
+        if len(self.trace) < TRACE_EVENTS_KEPT:
+            self.trace.append((s.row, name, when, 0.0, self.line, "mark"))
+
+    # ---------------------------------------------------------------- syncs
+    def _wait_until(self, when: float, *, count: bool) -> None:
+        if count:
+            self.count += 1
+        wait = when - self.host
+        if wait > 0:
+            self.host_wait += wait
+            if self.line is not None:
+                self.waits_by_line[self.line] = self.waits_by_line.get(self.line, 0.0) + wait
+            self._advance(wait)
+            if len(self.trace) < TRACE_EVENTS_KEPT:
+                self.trace.append(("host", "wait for GPU", self.host - wait, wait, self.line, "sync"))
+
+    def sync(self, device: str | None = None, *, read: bool = False, line: int | None = None) -> None:
+        """The host waits for every stream of `device` (all devices when None) to drain; a read of a value then
+        pays a small copy back."""
+        self.count += 1
+        if not self.active:
+            return
+        outside = not self._depth  # torch.cuda.synchronize(): no traced call around it
+        if outside:
+            self._commit(GAP_FLOOR_S)
+        self._touched = True
+        self.line = line if line is not None else self.line_finder()
+        ready = max((s.ready for (d, _), s in self.streams.items() if device is None or d == device), default=0.0)
+        self._wait_until(ready, count=False)
+        if read:
+            self._advance(SYNC_S)
+        if len(self.trace) < TRACE_EVENTS_KEPT:
+            self.trace.append(("host", "sync", self.host, 0.0, line, "sync_mark"))
+        if outside:
+            self._cpu_mark = _cpu()
+
+    def tick(self, *args) -> None:
+        """torch.cuda.synchronize() and the like: wait for every GPU."""
+        self.sync(None)
+
+    def wait_for(self, when: float) -> None:
+        """Event.synchronize(): the host waits until that point of the timeline."""
+        self.count += 1
+        if self.active:
+            outside = not self._depth
+            if outside:
+                self._commit(GAP_FLOOR_S)
+            self.line = self.line_finder()
+            self._wait_until(when, count=False)
+            if outside:
+                self._cpu_mark = _cpu()
+
+    # ---------------------------------------------------------------- the program's clocks
+    def now(self) -> float:
+        """Seconds on the host's modeled clock: its CPU time outside emulation, plus launches, waits and sleeps.
+
+        Host work shows once it passes GAP_FLOOR_S since the last mark (then in full): what is shorter is the
+        Python around a launch, and a launch already costs LAUNCH_S."""
+        if not self._depth:
+            now = _cpu()
+            gap = now - self._cpu_mark - self.calls * self.dispatch_s
+            if gap > GAP_FLOOR_S:
+                self.host += gap
+                self._cpu_mark, self.calls = now, 0
+        return self.host
+
+    def sleep(self, seconds) -> None:
+        """time.sleep stays real, and the host's clock moves on by what was asked."""
+        REAL_SLEEP(seconds)
+        self._commit(0.0)
+        self.host += max(0.0, float(seconds))
+
+    def install_clocks(self, patches) -> None:
+        """Replace the program's clocks with ones that read the host's modeled time."""
+        now, (perf, mono, wall) = self.now, self._bases
+        patches.set(time, "perf_counter", lambda: perf + now())
+        patches.set(time, "perf_counter_ns", lambda: int((perf + now()) * 1e9))
+        patches.set(time, "monotonic", lambda: mono + now())
+        patches.set(time, "monotonic_ns", lambda: int((mono + now()) * 1e9))
+        patches.set(time, "time", lambda: wall + now())
+        patches.set(time, "time_ns", lambda: int((wall + now()) * 1e9))
+        patches.set(time, "sleep", self.sleep)
+
+    # ---------------------------------------------------------------- the summary the report carries
+    def summary(self) -> dict:
+        """The timeline's figures (ms and counts) for the report."""
+        total = max([self.host] + [s.ready for s in self.streams.values()])
+        ms = {"modeled_ms": total, "gpu_busy_ms": self.gpu_busy, "copy_ms": self.copy_time,
+              "host_wait_ms": self.host_wait, "gpu_idle_ms": self.gpu_idle}
+        return {"machine": (self.figures or {}).get("machine"), **{k: round(v * 1e3, 4) for k, v in ms.items()},
+                "syncs": self.count, "kernels": self.kernels,
+                "lines": [{"line": line, "ms": round(self.by_line.get(line, 0.0) * 1e3, 4),
+                           "wait_ms": round(self.waits_by_line.get(line, 0.0) * 1e3, 4)}
+                          for line in sorted(set(self.by_line) | set(self.waits_by_line))]}
+
+
+CLOCK = DeviceClock()
+
+
+
+def chrome_trace(clock: DeviceClock = CLOCK, limit: int = TRACE_EVENTS_KEPT) -> dict:
+    """The run's timeline as a Chrome trace (chrome://tracing, Perfetto): one row for the host, one per stream and
+    copy engine; kernels and copies as spans, the host's waits as spans and each sync as a marked instant."""
+    rows: dict[str, int] = {"host": 0}
+    events: list[dict] = []
+    for row, name, start, duration, line, kind in clock.trace[:limit]:
+        tid = rows.setdefault(row, len(rows))
+        args = {"line": line} if line is not None else {}
+        if kind in ("sync_mark", "mark"):
+            events.append({"name": name, "ph": "i", "s": "t", "pid": 0, "tid": tid, "ts": round(start * 1e6, 3),
+                           "cat": kind, "args": args})
+        else:
+            events.append({"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": round(start * 1e6, 3),
+                           "dur": round(duration * 1e6, 3), "cat": kind, "args": args})
+    machine = (clock.figures or {}).get("machine") or "simulated GPU"
+    meta = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"modeled for {machine}"}}]
+    meta += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": row}}
+             for row, tid in rows.items()]
+    meta += [{"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": tid, "args": {"sort_index": tid}}
+             for tid in rows.values()]
+    return {"traceEvents": meta + events, "displayTimeUnit": "ms",
+            "otherData": {"machine": machine, "modeled": True, "timeline": clock.summary(),
+                          "events_kept": min(len(clock.trace), limit)}}

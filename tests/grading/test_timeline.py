@@ -1,0 +1,37 @@
+"""The Verdict's `timeline` (issue 26): where a graded run's time went on the simulated H100's modeled clock,
+through the real sandbox, and the sync advice with its modeled cost."""
+
+from __future__ import annotations
+
+from app.core.config import ROOT
+
+SOLUTION = (ROOT / "exercises/training-loop/solution.py").read_text()
+# every step also queues 3 ms of GPU work (a 4096 x 4096 product: kept without values, so quick here) and
+# then reads the loss: the host waits for that work at every .item()
+EVERY_STEP = SOLUTION.replace("        optimizer.step()\n",
+                              "        optimizer.step()\n        heavy = big @ big\n"
+                              "        print(f\"loss {loss.item():.4f}\")\n").replace(
+    "loss_fn = nn.MSELoss()\n", "loss_fn = nn.MSELoss()\nbig = torch.randn(4096, 4096, device=device)\n")
+
+
+def test_a_graded_run_says_where_its_modeled_time_went(grade):
+    verdict = grade("training-loop", EVERY_STEP)
+    assert verdict.status == "passed", [c for c in verdict.checks if not c.passed]
+    t = verdict.timeline
+    assert t is not None and t.machine == "h100"
+    assert t.modeled_ms > 0 and t.gpu_busy_ms > 0 and t.kernels > 0
+    assert t.syncs >= 20  # 4 batches x 5 epochs read the loss, and the epoch's print
+    lines = {e.line: e for e in t.lines}
+    code = EVERY_STEP.splitlines()
+    item_line = next(i for i, text in enumerate(code, 1) if 'print(f"loss' in text)
+    forward_line = next(i for i, text in enumerate(code, 1) if "loss = loss_fn(model(xb), yb)" in text)
+    assert lines[forward_line].ms > 0  # the forward pass's kernels
+    assert lines[item_line].wait_ms > 20 * 1.0  # the host waiting for the GPU at every .item(): 20 x 2-3 ms
+    advice = [a for a in verdict.advice if a.line == item_line]
+    assert advice and "On the simulated H100 (modeled time) the host waited" in advice[0].message
+
+
+def test_a_run_that_leaves_the_gpu_unused_costs_it_nothing(grade):
+    verdict = grade("training-loop", SOLUTION.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cpu"'))
+    assert verdict.timeline is not None  # the simulated GPU is there, unused: nothing ran on it
+    assert verdict.timeline.kernels == 0 and verdict.timeline.gpu_busy_ms == 0
