@@ -37,6 +37,24 @@ def collect_errors(course: Course, settings: Settings, run: bool, grade: bool) -
     return errors
 
 
+def _check_one_exercise(folder: Path, no_grade: bool) -> None:
+    """`course check exercises/<slug>`: the exercise's own static problems, then its answers graded."""
+    from app.content.exercises import read_exercises
+    from app.grading.content_check import check_loaded
+
+    exercises, errors = read_exercises(folder.parent)
+    exercise = next((e for e in exercises.values() if Path(e.path).resolve() == folder), None)
+    errors = [e for e in errors if folder.name in str(e.path)]
+    if exercise is not None:
+        errors += check_loaded([exercise], get_settings(), grade=not no_grade)
+    for error in errors:
+        echo(str(error))
+    if errors or exercise is None:
+        click.echo(f"{len(errors)} problem(s) found", err=True)
+        sys.exit(1)
+    click.echo(f"ok: exercise {exercise.slug}{'' if no_grade else ', solution and wrong answers graded'}")
+
+
 @click.command()
 @click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--exercises", "exercises_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -44,8 +62,12 @@ def collect_errors(course: Course, settings: Settings, run: bool, grade: bool) -
 @click.option("--no-run", is_flag=True, help="Do not run the lessons' runnable code blocks.")
 @click.option("--no-grade", is_flag=True, help="Do not grade exercise solutions and wrong answers in the sandbox.")
 def check(path: Path | None, exercises_dir: Path | None, no_run: bool, no_grade: bool) -> None:
-    """Check lessons and exercises; print `file:line: what to fix` per problem, exit 1 on any."""
+    """Check lessons and exercises; print `file:line: what to fix` per problem, exit 1 on any. PATH may also be
+    one exercise's folder (`exercises/runs-on-a-mac`): only that exercise is checked and graded."""
     settings = get_settings()
+    if path is not None and (path / "exercise.yaml").is_file():
+        _check_one_exercise(path.resolve(), no_grade)
+        return
     lessons_dir, exercises_dir = resolve_paths(path, exercises_dir, settings)
     course = load_course(lessons_dir, exercises_dir, settings.static_dir)
     errors = collect_errors(course, settings, run=not no_run, grade=not no_grade)

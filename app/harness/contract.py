@@ -287,4 +287,5 @@ class Timeline(TypedDict, total=False):
     gpu_idle_ms: float  # a stream idle, waiting for the host to launch its next work
     syncs: int  # times the host waited for the GPU
     kernels: int  # kernels launched
+    step_ms: float | None  # the median modeled time between two optimizer steps; None with fewer than two
     lines: list[TimelineLine]  # per learner line, its modeled device time

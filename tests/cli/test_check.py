@@ -92,3 +92,11 @@ def test_a_broken_exercise_yaml_is_one_problem_at_its_line(tmp_path, fixtures_di
     allowed = "title, lesson, checks, hints, limits, needs_gpu, gpus, launch, machine"
     assert about == [f"{spec}:3: remove `colour` (allowed fields: {allowed})"], result.stdout
     assert "pydantic" not in result.stdout
+
+
+@pytest.mark.slow  # grades one exercise's solution and wrong answers in the sandbox
+def test_check_one_exercise_folder():
+    """`course check exercises/<slug>` checks and grades that exercise alone (issue 27's runs-on-a-mac)."""
+    result = course_check("exercises/runs-on-a-mac")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "ok: exercise runs-on-a-mac, solution and wrong answers graded"

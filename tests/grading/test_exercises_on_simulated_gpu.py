@@ -12,7 +12,8 @@ import pytest
 
 from app.core.config import ROOT
 
-SLUGS = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals", "ddp-training"]
+SLUGS = ["same-device", "pick-device", "training-loop", "bring-it-back", "model-internals", "ddp-training",
+         "runs-on-a-mac"]
 VARIANTS = Path(__file__).parent / "variants"
 WRONG = [(slug, p) for slug in SLUGS for p in sorted((ROOT / "exercises" / slug / "wrong").glob("*.py"))]
 

@@ -14,6 +14,7 @@ from app.learning import progress
 from app.lti import passback, services
 from app.models import LtiGrade, LtiLineItem, Regrade, User, utcnow
 from app.submissions.finish import finish
+from tests.helpers import parse_sse
 from tests.lti.conftest import launch
 
 pytestmark = pytest.mark.small_course
@@ -147,3 +148,23 @@ def test_the_sites_own_sender_posts_without_anyone_asking(lti_app, platform, ann
     while not platform.scores and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [score["scoreGiven"] for score in platform.scores] == [100.0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lti_settings", [{"course": "the course"}], indirect=True)
+def test_a_pass_through_the_real_sandbox_reaches_the_lms(lti_app, platform, new_browser):
+    """The front door: a learner launched from the LMS runs the exercise's solution in the real sandbox; the
+    verdict's hook queues the score and the sender posts it to the line item named after the exercise."""
+    browser = new_browser()
+    exercise = lti_app.state.course.exercises["training-loop"]
+    launch(browser, platform, "ann", target=f"http://testserver/lessons/{exercise.lesson}#exercise-training-loop")
+    browser.headers["X-CSRF-Token"] = browser.get("/api/auth/csrf").json()["csrf_token"]
+    submitted = browser.post("/api/exercises/training-loop/submissions", json={"code": exercise.solution})
+    assert submitted.status_code == 202, submitted.text
+    events = parse_sse(browser.get(f"/api/submissions/{submitted.json()['id']}/events").text)
+    assert events[-1][0] == "verdict" and events[-1][1]["status"] == "passed", events[-1]
+    assert send(lti_app, label=lambda slug: lti_app.state.course.exercises[slug].title).sent == 1
+    [score] = platform.scores
+    assert score["scoreGiven"] == 100.0
+    [item] = platform.line_items.values()
+    assert (item["resourceId"], item["label"]) == ("training-loop", exercise.title)

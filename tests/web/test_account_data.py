@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 from app.accounts import password_reset
 from app.accounts.data import OMITTED
 from app.learning import progress, reveals, sections
-from app.models import Base, Learner, User
+from app.models import Base, Learner, LtiContext, LtiIdentity, LtiMember, LtiPlatform, User
 from app.submissions import history
 from app.submissions.finish import error_verdict, finish
 from tests.helpers import TEST_PASSWORD
@@ -33,6 +33,8 @@ ABOUT = {
     "submission_verdicts": "submission_id IN (SELECT id FROM submissions WHERE learner_id = :lid)",
     "reveals": "learner_id = :lid",
     "section_members": "learner_id = :lid",
+    "lti_identities": "user_id = :uid",
+    "lti_members": "user_id = :uid",
 }
 # rows about the account that deletion keeps, and the column that then forgets the account: comments stay
 # authorless ("deleted user"), an instructor's regrades stay with no requester
@@ -81,6 +83,20 @@ def add_reset_link(app, user_id: int) -> None:
         session.commit()
 
 
+def add_lti_rows(session, who: dict) -> None:
+    """An LMS account linked to this one and its place in an LMS course (as a launch would leave them)."""
+    platform = LtiPlatform(name=f"lms-{who['uid']}", issuer=f"https://lms{who['uid']}.example.org", client_id="c",
+                           auth_login_url="https://lms.example.org/a", auth_token_url="https://lms.example.org/t",
+                           jwks_url="https://lms.example.org/j", deployment_ids=["d"])
+    session.add(platform)
+    session.flush()
+    context = LtiContext(platform_id=platform.id, context_id="course-1", deployment_id="d")
+    session.add(context)
+    session.flush()
+    session.add_all([LtiIdentity(platform_id=platform.id, sub=f"sub-{who['uid']}", user_id=who["uid"]),
+                     LtiMember(context_id=context.id, user_id=who["uid"], learner_id=who["lid"], roles=["Learner"])])
+
+
 def busy_learner(app, browser, other_comment: int | None = None) -> int:
     """Give a signed-in learner rows in every table; return the id of their top-level comment."""
     who = ids(browser)
@@ -91,6 +107,7 @@ def busy_learner(app, browser, other_comment: int | None = None) -> int:
     with app.state.db.session(write=True) as session:
         reveals.record_reveal(session, learner_id=who["lid"], exercise_slug="demo-one", kind="solution")
         sections.add_member(session, "Lab A", who["lid"])
+        add_lti_rows(session, who)
         session.commit()
     own = browser.post("/api/lessons/alpha/comments", json={"body": "My question"}).json()["id"]
     if other_comment is not None:

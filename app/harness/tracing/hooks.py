@@ -160,6 +160,7 @@ class Hooks:
 
     def _step_post_hook(self, optimizer, args, kwargs):
         self.steps += 1
+        CLOCK.step_done()
 
     def _traced_backward(self, func, args, kwargs):
         """Run backward with the mode back on, so Python code inside it (custom autograd Functions, hooks) is

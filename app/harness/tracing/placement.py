@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from app.harness.machine import cuda_streams
-from app.harness.machine.clock import CLOCK, NO_KERNEL
+from app.harness.machine.clock import CLOCK, NO_KERNEL, _cpu
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
 from app.harness.machine.simulation import Simulation, tensors_in
@@ -405,7 +405,10 @@ class PlacementMode(TorchFunctionMode):
             if type(descriptor).__name__ == "getset_descriptor":
                 if descriptor.__name__ not in _LABELLED_PROPERTIES:  # dtype, shape, requires_grad ...
                     return func(*args)
-                return self.tracer.on_property(func, descriptor.__name__, args)
+                started = _cpu()
+                out = self.tracer.on_property(func, descriptor.__name__, args)
+                CLOCK._cpu_mark += _cpu() - started  # the tracer's bookkeeping is not the program's time
+                return out
         if name not in _WATCHED and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
