@@ -47,6 +47,7 @@ from app.web.routes import (
     instructor,
     lessons,
     lti,
+    machines,
     moderation,
     openapi_pages,
     progress,
@@ -121,8 +122,8 @@ def settle_unfinished(db: Database) -> None:
 
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, instructor.router, classroom.router, moderation.router, openapi_pages.router,
-           downloads.router, lti.router)
+           exercises.router, machines.router, instructor.router, classroom.router, moderation.router,
+           openapi_pages.router, downloads.router, lti.router)
 
 
 def exercise_label(app: FastAPI) -> Callable[[str], str]:

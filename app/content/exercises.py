@@ -98,6 +98,21 @@ class ExerciseSpec(BaseModel):
     # the simulated machine (a profile id in app/harness/machine/machines/: t4, l4, a100-80gb ...); None: the site's
     # COURSE_SIM_MACHINE. Where the job finds a real GPU, the real card answers instead
     machine: str | None = None
+    # the "Run on" choices it offers (ids of app/content/machine_choices.py); None: the CUDA machines with at least
+    # `gpus` GPUs, or only its own `machine:`. List the laptop and the Mac only where the checks judge them fairly
+    machines: list[str] | None = Field(default=None, min_length=1)
+
+    @field_validator("machines")
+    @classmethod
+    def known_choices(cls, value: list[str] | None) -> list[str] | None:
+        from app.content.machine_choices import UnknownMachine, known
+
+        for choice in value or []:
+            try:
+                known(choice)
+            except UnknownMachine as exc:
+                raise ValueError(str(exc)) from None
+        return value
     # when the reference solution is shown before a pass (app/core/unlock.py); None: the course's
     # COURSE_SOLUTION_UNLOCK
     solution_unlock: str | None = None
@@ -136,6 +151,12 @@ class ExerciseSpec(BaseModel):
         if per_node > 1 and self.gpus < per_node:
             raise ValueError(f"launch.nproc_per_node is {per_node} but gpus is {self.gpus}: rank r uses cuda:r, so "
                              f"set gpus: {per_node} (or more)")
+        from app.content.machine_choices import BY_ID
+
+        for choice in (BY_ID[c] for c in self.machines or []):
+            if (choice.cuda and choice.gpus < self.gpus) or (not choice.cuda and self.nproc > 1):
+                raise ValueError(f"machines: {choice.id} ({choice.label}) has {choice.gpus} CUDA GPUs and this "
+                                 f"exercise needs {self.gpus}; leave it out")
         if self.nproc > 1 and self.needs_gpu:
             raise ValueError("needs_gpu cannot go with launch.nproc_per_node > 1 yet: a GPU slot holds one GPU and "
                              "every rank needs its own; leave needs_gpu out (the ranks run on simulated GPUs)")

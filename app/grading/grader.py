@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.content import machine_choices
 from app.content.exercises import Exercise
 from app.core.config import get_settings
 from app.grading.advice import sync_advice, timeout_hint
@@ -44,16 +45,25 @@ def exercise_limits(exercise: Exercise, base):
     return dataclasses.replace(base, **tighter)
 
 
-def build_job(exercise: Exercise, code: str, *, limits=None) -> tuple[Job, str]:
-    """Return the sandbox job for a submission and the key (nonce) its report must echo (never in its payload)."""
+def build_job(exercise: Exercise, code: str, *, limits=None, machine: str | None = None) -> tuple[Job, str]:
+    """Return the sandbox job for a submission and the key (nonce) its report must echo (never in its payload).
+
+    `machine` is the learner's "Run on" choice (app/content/machine_choices.py; one the exercise does not offer
+    runs on its default); None: the exercise's own machine, else COURSE_SIM_MACHINE's (`course grade`, `course
+    check`, submissions stored before the picker)."""
     nonce = secrets.token_hex(16)
     grade = {"exercise": exercise.slug, "probe": exercise.probe}
     others = sorted({m for c in exercise.spec.checks for m in c.also_runs_on})
     if others:  # a check promises the script runs on these machines too: the harness runs it there beside
         grade["elsewhere"] = [elsewhere_machine(m) for m in others]
-    # the simulated host, where the job finds no GPU: the exercise's machine, else COURSE_SIM_MACHINE's
-    host = job_host(get_settings(), machine=exercise.spec.machine, gpus=exercise.spec.gpus)
-    job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits, gpu=exercise.spec.needs_gpu,
+    choice = machine_choices.pick(machine_choices.for_exercise(exercise.spec), machine, strict=False) \
+        if machine else None
+    # the simulated host, where the job finds no GPU: the picked machine, else the exercise's, else
+    # COURSE_SIM_MACHINE's
+    host = job_host(get_settings(), machine=choice.machine if choice else exercise.spec.machine,
+                    gpus=choice.gpus if choice else exercise.spec.gpus)
+    job = Job(code=code, filename="main.py", mode="grade", grade=grade, limits=limits,
+              gpu=exercise.spec.needs_gpu and (choice is None or choice.cuda),
               host=host, nproc=exercise.spec.nproc, nnodes=exercise.spec.nnodes,
               launcher=exercise.spec.launcher, key=nonce)
     return job, nonce
@@ -150,20 +160,43 @@ class Grading:
     code: str
     job: Job
     nonce: str  # the key the harness's report must echo (app/harness/channel.py)
+    machine: str | None = None  # the "Run on" choice asked for; None: the exercise's own machine
     started: float = field(default_factory=time.perf_counter)
 
     def verdict(self, result: Result) -> Verdict:
         """The verdict on the job's result, as a learner may read it (no server paths)."""
         verdict = evaluate(self.exercise, result, self.nonce, self.code)
+        verdict.machine, verdict.devices = machine_words(self.job.host, self.machine)
         if not verdict.duration_ms:
             verdict.duration_ms = round((time.perf_counter() - self.started) * 1000)
         return Verdict.model_validate(verdict_for_learner(verdict.model_dump()))
 
 
-def prepare(exercise: Exercise, code: str, *, limits=None) -> Grading:
-    """Build the sandbox job for a submission; `limits` are the runner's, which the exercise may tighten."""
-    job, nonce = build_job(exercise, code, limits=exercise_limits(exercise, limits))
-    return Grading(exercise=exercise, code=code, job=job, nonce=nonce)
+def prepare(exercise: Exercise, code: str, *, limits=None, machine: str | None = None) -> Grading:
+    """Build the sandbox job for a submission; `limits` are the runner's, which the exercise may tighten;
+    `machine` the "Run on" choice (None: the exercise's own machine)."""
+    job, nonce = build_job(exercise, code, limits=exercise_limits(exercise, limits), machine=machine)
+    return Grading(exercise=exercise, code=code, job=job, nonce=nonce, machine=machine)
+
+
+def machine_words(host, choice_id: str | None = None) -> tuple[str, list[dict]]:
+    """The machine a job ran on in words (the choice's label, "One H100", else the profile's title) and its devices,
+    each {"device", "name"}, for the verdict, the output's header and the placement map's legend."""
+    choice = machine_choices.BY_ID.get(choice_id or "")
+    if host is None:
+        return (choice.label if choice else "the server's CPU"), [{"device": "cpu", "name": "the server's CPU"}]
+    from app.harness.machine.machines import get
+
+    try:
+        title = get(host.machine, get_settings().sim_machines_dir).title
+    except ValueError:
+        title = host.machine
+    label = choice.label if choice else title
+    devices = [{"device": f"cuda:{i}", "name": host.gpu_name} for i in range(host.gpus)]
+    if host.mps:
+        devices.append({"device": "mps:0", "name": f"{host.gpu_name} GPU (MPS, unified memory)"})
+    devices.append({"device": "cpu", "name": "the host's CPU and main memory"})
+    return label, devices
 
 
 def refused(exercise: Exercise, exc: Busy | Rejected) -> Verdict:

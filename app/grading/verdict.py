@@ -63,6 +63,10 @@ class Verdict(BaseModel):
     stderr: str = ""
     duration_ms: int = 0
     device: str = "cpu"
+    # the machine it ran on in words (the "Run on" choice and the profile's title) and its devices, each
+    # {"device": "cuda:0", "name": "NVIDIA H100 80GB HBM3"}: the placement map's legend
+    machine: str = ""
+    devices: list[dict[str, str]] = Field(default_factory=list)
     # per line of the learner's code, where tensors went (app/grading/placement_map.py); empty when nothing ran
     placement: list[PlacementEntry] = Field(default_factory=list)
     placement_totals: PlacementTotals | None = None

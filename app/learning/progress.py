@@ -42,6 +42,16 @@ def touch(session: Session, learner_id: str, at: datetime | None = None) -> Lear
     return learner
 
 
+def remember_machine(session: Session, *, learner_id: str, machine: str) -> None:
+    """Remember the learner's "Run on" choice (already validated by the caller) for their next runs."""
+    ensure_learner(session, learner_id).machine = machine
+
+
+def remembered_machine(session: Session, *, learner_id: str) -> str | None:
+    """The learner's last "Run on" choice; None when they never picked one (or have no row yet)."""
+    return session.scalar(select(Learner.machine).where(Learner.id == learner_id))
+
+
 def mark_lesson_read(session: Session, *, learner_id: str, lesson_slug: str) -> bool:
     """Mark a lesson read; return True the first time, False if it already was."""
     touch(session, learner_id)
@@ -62,6 +72,7 @@ def _exercise_row(session: Session, learner_id: str, exercise_slug: str) -> Exer
 
 def record_submission(
     session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued",
+    machine: str | None = None,
     starter: str | None = None,
 ) -> Submission:
     """Store a new submission (status "queued", or "rejected" for code refused before running) and count
@@ -85,6 +96,7 @@ def record_submission(
         exercise_slug=exercise_slug,
         code=code,
         status=status,
+        machine=machine,
         created_at=now,
         code_digest=code_digest,
         uncounted=uncounted,

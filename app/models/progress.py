@@ -19,6 +19,8 @@ class Learner(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_activity_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # the "Run on" choice this learner picked last (app/content/machine_choices.py); None: never picked
+    machine: Mapped[str | None] = mapped_column(String(32))
 
 
 class LessonRead(Base):

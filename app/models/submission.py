@@ -35,6 +35,9 @@ class Submission(Base):
     learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id", ondelete="CASCADE"))
     exercise_slug: Mapped[str] = mapped_column(String(100))
     code: Mapped[str] = mapped_column(Text)
+    # the "Run on" choice it ran on (app/content/machine_choices.py), so a regrade runs it there again; None: stored
+    # before the picker, the exercise's own machine
+    machine: Mapped[str | None] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(16), default="queued")
     verdict: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -22,8 +22,9 @@ class Hub(Protocol):
 
     runner: Runner | None  # None: the app has no runner (a test app without its lifespan); routes answer 503
 
-    async def submit(self, *, exercise: Exercise, learner_id: str, code: str) -> str:
-        """Store the submission and have it graded; return its id. Raises Busy (429), Unavailable (503) or
+    async def submit(self, *, exercise: Exercise, learner_id: str, code: str, machine: str | None = None) -> str:
+        """Store the submission and have it graded on `machine` (a "Run on" choice; None: the exercise's own);
+        return its id. Raises Busy (429), Unavailable (503) or
         Rejected (the runner refused the source), storing nothing: a full queue costs the learner no attempt."""
         ...
 

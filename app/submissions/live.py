@@ -179,7 +179,7 @@ class LiveHub:
         self.runs: dict[str, LiveRun] = {}
         self._tasks: set[asyncio.Task] = set()
 
-    async def submit(self, *, exercise: Exercise, learner_id: str, code: str) -> str:
+    async def submit(self, *, exercise: Exercise, learner_id: str, code: str, machine: str | None = None) -> str:
         """Start grading; return the stored submission's id once the runner took the job.
 
         Raises Busy or Rejected when the runner refuses the job: nothing is stored, so a full queue costs the
@@ -187,11 +187,11 @@ class LiveHub:
         """
         from app.grading.grader import prepare  # imported late: grading pulls in the exercises' checks
 
-        grading = prepare(exercise, code, limits=self.runner.limits)
+        grading = prepare(exercise, code, limits=self.runner.limits, machine=machine)
         handle = await self.runner.submit(grading.job)
         try:
             submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code,
-                                                           exercise.starter)
+                                                           exercise.starter, machine)
         except BaseException:  # the database failed, or the request went away: stop the run too
             await asyncio.shield(handle.cancel())
             raise
@@ -201,10 +201,11 @@ class LiveHub:
         task.add_done_callback(self._tasks.discard)
         return submission_id
 
-    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None) -> str:
+    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None,
+                machine: str | None = None) -> str:
         with self.db.session(write=True) as session, session.begin():
             submission = progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
-                                                    code=code, starter=starter)
+                                                    code=code, starter=starter, machine=machine)
             progress.start_submission(session, submission_id=submission.id)
             return submission.id
 

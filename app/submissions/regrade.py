@@ -162,8 +162,8 @@ async def run(db: Database, runner: Any, *, exercise: Exercise, regrade_id: int,
         async def worker() -> None:
             nonlocal done
             for submission_id in pending:  # one shared iterator: each id is taken by exactly one worker
-                code = await anyio.to_thread.run_sync(_code, db, submission_id)
-                verdict = await _grade(exercise, code, runner)
+                code, machine = await anyio.to_thread.run_sync(_code, db, submission_id)
+                verdict = await _grade(exercise, code, runner, machine)
                 await anyio.to_thread.run_sync(_store, db, regrade_id, submission_id, verdict, holder)
                 done += 1
                 if on_progress is not None:
@@ -208,12 +208,13 @@ async def _heartbeat(db: Database, regrade_id: int, holder: str, lease_s: float)
             raise LeaseLost(regrade_id)
 
 
-async def _grade(exercise: Exercise, code: str, runner: Any) -> dict:
-    """Grade one stored submission; a full queue means wait and offer the job again, never give up."""
+async def _grade(exercise: Exercise, code: str, runner: Any, machine: str | None = None) -> dict:
+    """Grade one stored submission on the machine it ran on; a full queue means wait and offer the job again,
+    never give up."""
     from app.grading.grader import follow, prepare, refused  # imported late: grading loads the checks
 
     try:
-        grading = prepare(exercise, code, limits=runner.limits)
+        grading = prepare(exercise, code, limits=runner.limits, machine=machine)
         while True:
             try:
                 handle = await runner.submit(grading.job)
@@ -241,9 +242,11 @@ def _submission_ids(db: Database, regrade_id: int) -> tuple[list[str], int]:
         return ids, len(graded)
 
 
-def _code(db: Database, submission_id: str) -> str:
+def _code(db: Database, submission_id: str) -> tuple[str, str | None]:
+    """The stored code and the "Run on" choice it ran on."""
     with db.session() as session:
-        return session.scalar(select(Submission.code).where(Submission.id == submission_id))
+        row = session.execute(select(Submission.code, Submission.machine).where(Submission.id == submission_id)).one()
+        return row.code, row.machine
 
 
 def _store(db: Database, regrade_id: int, submission_id: str, verdict: dict, holder: str | None = None) -> None:

@@ -58,12 +58,12 @@ class CeleryHub:
         self.db = db
         self.runner = runner
 
-    async def submit(self, *, exercise: Exercise, learner_id: str, code: str) -> str:
+    async def submit(self, *, exercise: Exercise, learner_id: str, code: str, machine: str | None = None) -> str:
         """Store the submission and send its job; return its id. Raises Busy or Unavailable (nothing stored)."""
         gpu = bool(getattr(exercise.spec, "needs_gpu", False))
         await self.runner.admit("gpu" if gpu else "cpu")
         submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code,
-                                                       exercise.starter)
+                                                       exercise.starter, machine)
         try:
             await self.runner.send_submission(submission_id, 1, gpu=gpu)
         except Unavailable as exc:  # stored but not sent: the sweeper sends it once Redis is back
@@ -72,10 +72,11 @@ class CeleryHub:
         await anyio.to_thread.run_sync(self._enqueued, submission_id)
         return submission_id
 
-    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None) -> str:
+    def _record(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None,
+                machine: str | None = None) -> str:
         with self.db.session(write=True) as session, session.begin():
             return progress.record_submission(session, learner_id=learner_id, exercise_slug=exercise_slug,
-                                              code=code, starter=starter).id
+                                              code=code, starter=starter, machine=machine).id
 
     def _enqueued(self, submission_id: str) -> None:
         with self.db.session(write=True) as session, session.begin():

@@ -38,7 +38,9 @@ def verdict_json(submission: Submission) -> dict:
     verdict = verdict_for_learner(submission.verdict) if submission.verdict else {
         "exercise": submission.exercise_slug, "checks": [], "stdout": "", "stderr": "", "duration_ms": None,
         "device": None}
+    # machine_id: the "Run on" choice it ran on (None: stored before the picker, the exercise's own machine)
     return {**verdict, "id": submission.id, "status": submission.status, "code": submission.code,
+            "machine_id": submission.machine,
             "created_at": iso(submission.created_at), "finished_at": iso(submission.finished_at)}
 
 

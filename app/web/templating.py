@@ -17,6 +17,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from app.content import machine_choices
 from app.content.markdown import highlight_code, render_inline_markdown, render_markdown
 from app.core.config import Settings
 from app.grading.placement_map import EVENT_WORDS
@@ -123,6 +124,12 @@ def duration_filter(seconds: float | None) -> str:
     return f"{seconds // 86400} days"
 
 
+def run_on(exercise=None, picked: str | None = None) -> dict:
+    """The "Run on" picker of an exercise (None: a lesson block): its choices and the one selected."""
+    choices = machine_choices.for_exercise(exercise.spec) if exercise is not None else machine_choices.CHOICES
+    return {"choices": choices, "selected": machine_choices.pick(choices, picked, strict=False)}
+
+
 def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Jinja2Templates:
     """Build the app's templates: the configured folder, and every global and filter templates may use.
 
@@ -135,7 +142,7 @@ def make_templates(settings: Settings, *, auto_reload: bool | None = None) -> Ji
     env.globals.update(current_user=current_user, csrf_token=csrf_token, csp_nonce=csp_nonce,
                        asset=AssetUrls(settings.static_dir, frozen=not reload), output_items=output_items,
                        placement_events=EVENT_WORDS, status_where=status_where,
-                       uncounted_reasons=UNCOUNTED_REASONS)  # fmt: skip
+                       run_on=run_on, uncounted_reasons=UNCOUNTED_REASONS)  # fmt: skip
     env.filters.update(markdown=markdown_filter, markdown_inline=markdown_inline_filter, highlight=highlight_filter,
                        duration=duration_filter, code_spans=code_spans_filter)
     return Jinja2Templates(env=env)

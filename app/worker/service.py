@@ -192,9 +192,9 @@ class WorkerService:
                 log.info("skipped submission %s attempt %d: taken, replaced or finished", submission_id, attempt)
                 return "skipped"
             submission = session.get(Submission, submission_id)
-            slug, code = submission.exercise_slug, submission.code
+            slug, code, machine = submission.exercise_slug, submission.code, submission.machine
         writer = redis_streams.EventWriter(self.redis, submission_id, self.settings.runner_stream_ttl_s)
-        verdict = self.sandbox.call(self._grade(submission_id, attempt, slug, code, writer), timeout=None)
+        verdict = self.sandbox.call(self._grade(submission_id, attempt, slug, code, writer, machine), timeout=None)
         with self.db.session(write=True) as session, session.begin():
             stored = leases.finish_attempt(session, submission_id=submission_id, attempt=attempt,
                                            worker=self.name, verdict=verdict)
@@ -205,7 +205,8 @@ class WorkerService:
         self.sandbox.call(writer.send("verdict", event), timeout=None)
         return event["status"]
 
-    async def _grade(self, submission_id: str, attempt: int, slug: str, code: str, writer) -> dict:
+    async def _grade(self, submission_id: str, attempt: int, slug: str, code: str, writer,
+                     machine: str | None = None) -> dict:
         # grading loads the checks; only workers that grade need it
         from app.grading.grader import follow, prepare, refused
 
@@ -214,7 +215,7 @@ class WorkerService:
         runner = self.sandbox.runner
         try:
             exercise = self._exercise(slug)
-            grading = prepare(exercise, code, limits=runner.limits)
+            grading = prepare(exercise, code, limits=runner.limits, machine=machine)
             try:
                 handle = await runner.submit(grading.job)
             except (Busy, Rejected) as exc:

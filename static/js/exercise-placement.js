@@ -50,6 +50,17 @@
     section.hidden = !entries.length;
     section.querySelector(".placement-totals").textContent =
       (verdict.placement_totals && verdict.placement_totals.summary) || "";
+    // the machine's devices by name (the verdict's `devices`): which card cuda:0 was on the picked machine
+    const devices = section.querySelector(".placement-devices");
+    if (devices) {
+      devices.replaceChildren();
+      if (verdict.devices && verdict.devices.length) {
+        devices.append(`On ${verdict.machine}: `);
+        verdict.devices.forEach((d, i) => {
+          devices.append(...codeSpans(`\`${d.device}\` is ${d.name}${i < verdict.devices.length - 1 ? "; " : "."}`));
+        });
+      }
+    }
     const body = section.querySelector("tbody");
     body.replaceChildren();
     // a job of several ranks: a Rank column first, each rank's entries in turn (machine and local rank named)

@@ -84,7 +84,7 @@
     // CPU)"; no device when the verdict names none (app/web/templating.py's status_where says the same)
     const device = (verdict.device || "").replace(/ \(([^()]*)\)/g, ", $1");
     const ms = verdict.duration_ms != null ? ` (${verdict.duration_ms} ms${device ? ` on ${device}` : ""})` : "";
-    return (STATUS_TEXT[verdict.status] || verdict.status) + ms;
+    return (STATUS_TEXT[verdict.status] || verdict.status) + ms + (verdict.machine ? `, on ${verdict.machine}` : "");
   }
 
   ns.Verdict = { renderChecks, renderAdvice, statusText, STATUS_TEXT, el };

@@ -4,7 +4,8 @@
 // exercise-store.js (drafts and hints kept per learner), exercise-output.js (the output box),
 // exercise-verdict.js (the checks) and exercise-placement.js (the gutter and the table).
 // Server contract (app/web/exercises.py, docs/api.md):
-//   POST /api/exercises/{slug}/submissions {"code"} -> 202 {"id", "url", "events"} | 413 | 400 | 404 | 429 | 503
+//   POST /api/exercises/{slug}/submissions {"code", "machine"?} -> 202 {"id", "url", "events", "machine"} | 413 |
+//        400 | 404 | 422 (a machine the exercise does not offer) | 429 | 503
 //   GET  /api/submissions/{id}/events -> SSE: `output` {"lines": [{"stream","line"}], "skipped"?, "capped"?} ...,
 //        then one `verdict` (Verdict JSON); on the worker tier a `restart` {"attempt","message"}
 //   GET  /api/submissions/{id} -> Verdict JSON (status "queued"/"running" while not done)
@@ -261,6 +262,17 @@
       if (stored) Placement.show(this, JSON.parse(stored.textContent));
     }
 
+    /** The "Run on" choice of this panel (run-on.js); null without a picker. */
+    machine() {
+      return window.CourseRunOn ? window.CourseRunOn.value(this.root) : null;
+    }
+
+    /** The line above the output that says which machine the run is on, or was on. */
+    setMachine(text) {
+      const line = this.root.querySelector(".run-machine");
+      if (line) line.textContent = text;
+    }
+
     setStatus(text, kind) {
       this.status.textContent = text;
       this.status.dataset.kind = kind || "";
@@ -285,12 +297,16 @@
           method: "POST",
           credentials: "same-origin",
           headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken(this.root) },
-          body: JSON.stringify({ code }),
+          body: JSON.stringify(this.machine() ? { code, machine: this.machine() } : { code }),
         });
       } catch (e) {
         return this.finish("Could not reach the course server; check your connection and run again.", "error");
       }
-      if (resp.status === 202) return this.follow((await resp.json()).id);
+      if (resp.status === 202) {
+        const started = await resp.json();
+        if (started.machine) this.setMachine(`Running on ${started.machine.label}…`);
+        return this.follow(started.id);
+      }
       const body = await resp.json().catch(() => ({}));
       const detail = typeof body.detail === "string" ? body.detail : `The server answered ${resp.status}.`;
       if (resp.status === 429 && body.reason === "busy") {
@@ -351,6 +367,7 @@
 
     showVerdict(verdict) {
       this.output.finish();
+      if (verdict.machine) this.setMachine(`Ran on ${verdict.machine}`);
       Verdict.renderChecks(this.checks, verdict, this.root, (n) => this.lineLink(n));
       const advice = this.root.querySelector(".exercise-advice");
       if (advice) Verdict.renderAdvice(advice, verdict);

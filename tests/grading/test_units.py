@@ -101,7 +101,7 @@ def test_verdict_json_shape():
     ex = _exercise()
     data = evaluate(ex, Result(status="ok", exit_code=0, report=None, stdout="hi\n"), "n").model_dump(mode="json")
     assert set(data) == {"exercise", "status", "checks", "stdout", "stderr", "duration_ms", "device", "placement",
-                         "placement_totals", "advice", "timeline"}
+                         "placement_totals", "advice", "timeline", "machine", "devices"}
     assert set(data["checks"][0]) == {"id", "passed", "message", "line", "reached"}
 
 

@@ -50,6 +50,10 @@ _SYNCS = {"item", "tolist", "numpy", "__array__", "__repr__", "__format__", "__b
           "__index__"}
 # calls the tracer must always see, labelled inputs or not
 _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
+# what a frame's code is to learner_frame: the learner's file, the harness or torch's plumbing between the learner's
+# call and the tracer, or anything else (a library the learner called)
+_LEARNER, _BETWEEN, _ELSEWHERE = 0, 1, 2
+_UNSET = object()  # a frame not looked up yet
 
 
 class Tracer(Hooks, Simulation):
@@ -73,6 +77,7 @@ class Tracer(Hooks, Simulation):
         self.lines = LineMap()  # the placement map: what happened on each learner line
         self.mode: PlacementMode | None = None
         self.mps = None  # the Mac's GPU (machine/mps.py), set by the session
+        self._frame_kinds: dict[tuple, dict] = {}  # plumbing -> {code object: _LEARNER, _BETWEEN or _ELSEWHERE}
 
     # ---------------------------------------------------------------- facts
     def count_op(self, line: int, name: str, devices: tuple) -> None:
@@ -107,15 +112,26 @@ class Tracer(Hooks, Simulation):
     # ---------------------------------------------------------------- learner frames and names
     def learner_frame(self, *, direct: bool = False, plumbing: tuple = _PLUMBING):
         """The nearest frame of the learner's file; with direct=True only if the learner made the call itself."""
+        kinds = self._frame_kinds.get(plumbing)
+        if kinds is None:
+            kinds = self._frame_kinds[plumbing] = {}
         f = sys._getframe(1)
         while f is not None:
-            filename = f.f_code.co_filename
-            if filename == self.learner_file:
+            code = f.f_code
+            kind = kinds.get(code)
+            if kind is None:  # each code object is classified once, not once per op that passes through it
+                kind = kinds[code] = self._frame_kind(code.co_filename, plumbing)
+            if kind == _LEARNER:
                 return f
-            if direct and not (filename.startswith(HARNESS_DIR) or filename.endswith(plumbing)):
+            if direct and kind == _ELSEWHERE:
                 return None
             f = f.f_back
         return None
+
+    def _frame_kind(self, filename: str, plumbing: tuple) -> int:
+        if filename == self.learner_file:
+            return _LEARNER
+        return _BETWEEN if filename.startswith(HARNESS_DIR) or filename.endswith(plumbing) else _ELSEWHERE
 
     @staticmethod
     def names_in(frame, obj) -> list[str]:
@@ -127,11 +143,13 @@ class Tracer(Hooks, Simulation):
         except Exception:  # a learner object with odd semantics must never break grading
             return []
 
-    def describe(self, t: torch.Tensor, frame) -> dict:
-        """A tensor as the report shows it: names, device, where it came from."""
+    def describe(self, t: torch.Tensor, frame, names: list[str] | None = None) -> dict:
+        """A tensor as the report shows it: names (`names_in`, unless the caller has them), device, where it came
+        from."""
         d = t.__dict__
-        return {"names": self.names_in(frame, t), "device": self.device_of(t), "dim": t.dim(),
-                "batch": d.get("_pt_batch"), "moved": bool(d.get("_pt_moved")), "loss": bool(d.get("_pt_loss"))}
+        return {"names": self.names_in(frame, t) if names is None else names, "device": self.device_of(t),
+                "dim": t.dim(), "batch": d.get("_pt_batch"), "moved": bool(d.get("_pt_moved")),
+                "loss": bool(d.get("_pt_loss"))}
 
     # ---------------------------------------------------------------- install
     def install(self) -> None:
@@ -182,9 +200,10 @@ class Tracer(Hooks, Simulation):
                 return self._on_clock(func, name, args, kwargs)
             finally:
                 CLOCK.leave(started)
-        frame = self.learner_frame(direct=True)
+        frame, ins = self.learner_frame(direct=True), None
         if frame is not None:
-            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in tensors_in((args, kwargs))[:4]))
+            ins = tensors_in((args, kwargs))  # once: counting, then propagating, read them
+            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if self.simulated and name == "backward":
             out = self._traced_backward(func, args, kwargs)
         elif self.simulated:
@@ -194,30 +213,31 @@ class Tracer(Hooks, Simulation):
             out = self.run_simulated(func, name, args, kwargs)
         else:
             out = self.run_recording_mismatch(func, name, args, kwargs)
-        self._propagate(name, args, kwargs, out)
-        self._observe(name, args, kwargs, out)
+        self._propagate(name, args, kwargs, out, ins)
+        self._observe(name, args, kwargs, out, frame=frame)
         return out
 
     def _on_clock(self, func, name, args, kwargs):
         """on_call on a simulated GPU with a clock (its real time is emulation when it did device work): the same
         work, and the call's kernel queued on the modeled timeline."""
-        frame = self.learner_frame(direct=True)
+        frame, ins = self.learner_frame(direct=True), None
         if frame is not None:
-            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in tensors_in((args, kwargs))[:4]))
+            ins = tensors_in((args, kwargs))  # once: counting, then propagating, read them
+            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if name == "backward":
             label = next((t.__dict__.get("_pt_dev") for t in tensors_in(args[:1]) if "_pt_dev" in t.__dict__),
                          None)
             out = self._traced_backward(func, args, kwargs)
             if label:
                 CLOCK.backward(label, self._line(frame))
-            self._propagate(name, args, kwargs, out)
-            self._observe(name, args, kwargs, out)
+            self._propagate(name, args, kwargs, out, ins)
+            self._observe(name, args, kwargs, out, frame=frame)
         else:
             out = self.simulate(func, name, args, kwargs)
             if out is NotImplemented:
                 out = self.run_simulated(func, name, args, kwargs)
-                self._propagate(name, args, kwargs, out)
-                self._observe(name, args, kwargs, out)
+                self._propagate(name, args, kwargs, out, ins)
+                self._observe(name, args, kwargs, out, frame=frame)
             if name not in NO_KERNEL:
                 self._charge(name, args, kwargs, out, frame)
         return out
@@ -255,12 +275,14 @@ class Tracer(Hooks, Simulation):
                 self._record_mismatch(name, args, kwargs, str(exc))
             raise
 
-    def _propagate(self, name, args, kwargs, out) -> None:
-        """Outputs live where their inputs live; batch and loss marks follow derived tensors."""
+    def _propagate(self, name, args, kwargs, out, ins: list | None = None) -> None:
+        """Outputs live where their inputs live; batch and loss marks follow derived tensors. `ins`: the call's
+        tensors, when the caller has them."""
         outs = [t for t in tensors_in(out)]
         if not outs:
             return
-        ins = tensors_in((args, kwargs))
+        if ins is None:
+            ins = tensors_in((args, kwargs))
         in_ids = {id(t) for t in ins}
         label = next((t.__dict__["_pt_dev"] for t in ins if t.__dict__.get("_pt_dev")), None)
         batch = next((t for t in ins if "_pt_batch" in t.__dict__), None)
@@ -275,9 +297,10 @@ class Tracer(Hooks, Simulation):
             if loss and t.dim() == 0:
                 t._pt_loss = True
 
-    def _observe(self, name, args, kwargs, out, move=None, non_blocking=False) -> None:
-        """Record the facts the grader reads: moves, host reads, backward, losses."""
-        self._map(name, args, kwargs, out, move)
+    def _observe(self, name, args, kwargs, out, move=None, non_blocking=False, frame=_UNSET) -> None:
+        """Record the facts the grader reads: moves, host reads, backward, losses. `frame`: the learner's frame
+        that made the call directly (learner_frame(direct=True)), when the caller looked it up already."""
+        frame, names = self._map(name, args, kwargs, out, move, frame)
         if name in _LOSS_FUNCTIONS:
             frame = self.learner_frame()
             self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
@@ -290,11 +313,12 @@ class Tracer(Hooks, Simulation):
         if kind != "backward" and not self.keeping(kind):
             self.counts[kind] = self.counts.get(kind, 0) + 1
             return
-        frame = self.learner_frame(direct=True)
+        if frame is _UNSET:
+            frame = self.learner_frame(direct=True)
         if frame is None or not args or not isinstance(args[0], torch.Tensor):
             return
         src = args[0]
-        fact = dict(line=frame.f_lineno, op=name, **self.describe(src, frame),
+        fact = dict(line=frame.f_lineno, op=name, **self.describe(src, frame, names),
                     requires_grad=bool(src.requires_grad), grad_fn=src.grad_fn is not None)
         if move is not None:
             self.record("move", src_device=move[0], dst_device=move[1], non_blocking=bool(non_blocking), **fact)
@@ -310,24 +334,34 @@ class Tracer(Hooks, Simulation):
                         unsynced=copied_at is not None and copied_at == cuda_streams.CLOCK.count,
                         prints_repr=name == "__repr__" or (name == "__format__" and src.dim() > 0), **fact)
 
-    def _map(self, name, args, kwargs, out, move) -> None:
-        """Count the call on the placement map when it moved, synced or created a tensor on a device."""
+    def _map(self, name, args, kwargs, out, move, frame=_UNSET) -> tuple:
+        """Count the call on the placement map when it moved, synced or created a tensor on a device.
+
+        Return (the learner's frame, the learner's names of args[0]) as far as they were looked up (else _UNSET
+        and None): _observe describes the same tensor in the same frame, and names_in reads every variable."""
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        names = None
         if name in _MOVES and first is not None and isinstance(out, torch.Tensor):
             src, dst = move or (self.device_of(first), self.device_of(out))
             if src != dst:
-                frame = self.learner_frame(direct=True)
+                if frame is _UNSET:
+                    frame = self.learner_frame(direct=True)
+                names = self.names_in(frame, first)
                 self.lines.note(frame.f_lineno if frame else None, "to_host" if dst.startswith("cpu") else "to_device",
-                                dst, names=self.names_in(frame, first), shape=first.shape,
+                                dst, names=names, shape=first.shape,
                                 nbytes=first.numel() * first.element_size(), op=name)
         elif name in _SYNCS and first is not None and self.on_accelerator(first):
-            frame = self.learner_frame(direct=True)
+            if frame is _UNSET:
+                frame = self.learner_frame(direct=True)
+            names = self.names_in(frame, first)
             self.lines.note(frame.f_lineno if frame else None, "sync", self.device_of(first),
-                            names=self.names_in(frame, first), shape=first.shape, op=name)
+                            names=names, shape=first.shape, op=name)
         elif "device" in kwargs and name not in _MOVES and isinstance(out, torch.Tensor) and self.on_accelerator(out):
-            frame = self.learner_frame(direct=True)
+            if frame is _UNSET:
+                frame = self.learner_frame(direct=True)
             self.lines.note(frame.f_lineno if frame else None, "created_on_device", self.device_of(out),
                             shape=out.shape, op=name)
+        return frame, names
 
     def report(self) -> dict:
         """The facts as JSON-ready data."""

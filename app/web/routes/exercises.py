@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
+from app.content import machine_choices
 from app.content.exercises import Exercise
 from app.learning import progress, sections
 from app.models import Submission
@@ -28,6 +29,7 @@ from app.submissions.hub import Hub
 from app.submissions.live import Refused, check_code
 from app.submissions.views import exercise_state, learner_key, verdict_json
 from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits
+from app.web.routes import machines
 from app.web.stream_slots import StreamSlots
 
 log = logging.getLogger(__name__)
@@ -96,8 +98,9 @@ NOT_YOURS = {404: {"description": "No such submission, or another learner's"}}
 SubmissionRateLimits = per_person_limits("submission", "submissions")
 
 
-async def read_code(request: Request) -> str:
-    """Read the JSON body {"code": str}; 413 if too large, 400 if not UTF-8 or not JSON, 422 without a code.
+async def read_code(request: Request) -> tuple[str, str | None]:
+    """Read the JSON body {"code": str, "machine": str (optional)}; 413 if too large, 400 if not UTF-8 or not JSON,
+    422 without a code. Returns the code and the machine asked for (None: the learner's remembered pick).
 
     The body is read up to a cap derived from the source limit, so a huge body is refused without being held;
     the code it carries is then checked against the limit itself (check_code, the one statement of that rule).
@@ -125,7 +128,17 @@ async def read_code(request: Request) -> str:
     if not isinstance(data, dict) or not isinstance(data.get("code"), str):
         raise HTTPException(422, 'Send a JSON object with the program as a string: {"code": "..."}.')
     check_code(data["code"], source_bytes=source_bytes)
-    return data["code"]
+    return data["code"], data.get("machine")
+
+
+async def run_on(request: Request, exercise: Exercise, learner: str, wanted: Any = None
+                 ) -> machine_choices.MachineChoice:
+    """The machine this run goes to: the one asked for in the request (422 when the exercise does not offer it),
+    else the learner's remembered pick where the exercise offers it, else the exercise's default."""
+    if wanted is not None:
+        return machines.choose(request, wanted, exercise.slug)
+    picked = await machines.remembered(request, learner)
+    return machine_choices.pick(machine_choices.for_exercise(exercise.spec), picked, strict=False)
 
 
 # --- routes ---------------------------------------------------------------------------------------------
@@ -134,14 +147,18 @@ async def read_code(request: Request) -> str:
 DETAIL_TEXT = {"application/json": {"schema": {"type": "object", "required": ["detail"],
                                                "properties": {"detail": {"type": "string"}}}}}
 SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}}}}}
+    "type": "object", "required": ["code"], "properties": {
+        "code": {"type": "string"},
+        "machine": {"type": "string", "enum": [c.id for c in machine_choices.CHOICES],
+                    "description": "Run on this machine (default: the learner's pick, else one H100)"}}}}}}}
 
 
 @router.post("/api/exercises/{slug}/submissions", status_code=202, dependencies=SubmissionRateLimits,
              openapi_extra=SUBMIT_BODY, responses={
                  400: {"description": "Not UTF-8 text, or not JSON"}, 404: {"description": "No such exercise"},
                  413: {"description": "Code over the source limit"},
-                 422: {"description": "Not a JSON object with a string `code`", "content": DETAIL_TEXT},
+                 422: {"description": "Not a JSON object with a string `code`, or a machine the exercise does not "
+                                      "offer", "content": DETAIL_TEXT},
                  429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"},
                  503: {"description": "The job queue (worker tier) is unreachable (see Retry-After)"}})
 async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
@@ -149,9 +166,11 @@ async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) ->
     hub: Hub = request.app.state.live
     if hub.runner is None:
         raise HTTPException(503, "The sandbox runner is not running; the operator should check `course doctor`.")
-    submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=await read_code(request))
+    code, wanted = await read_code(request)
+    choice = await run_on(request, exercise, learner, wanted)
+    submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code, machine=choice.id)
     return {"id": submission_id, "url": f"/api/submissions/{submission_id}",
-            "events": f"/api/submissions/{submission_id}/events"}
+            "events": f"/api/submissions/{submission_id}/events", "machine": choice.as_dict()}
 
 
 @router.get("/api/exercises/{slug}/submissions", responses=NO_EXERCISE)
@@ -230,7 +249,8 @@ async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) 
                           "The sandbox runner is not running.")
         code = code.replace("\r\n", "\n")  # browsers send textarea lines with CRLF
         check_code(code, source_bytes=request.app.state.settings.sandbox_source_bytes)
-        submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code)
+        choice = await run_on(request, exercise, learner)
+        submission_id = await hub.submit(exercise=exercise, learner_id=learner, code=code, machine=choice.id)
     except Refused as exc:
         return _form_refusal(request, exercise, exc.status_code, exc.message)
     except Busy as exc:

@@ -94,7 +94,8 @@ def lesson_context(session: Session, request: Request, course: Course, lesson: L
     return dict(course=course, lesson=lesson, exercises=course.exercises, previous=previous, next=following,
                 number=course.position(lesson) + 1, lesson_progress=lesson_row(lesson, course, mine), thread=thread,
                 panels={s: panel_state(session, learner_id=learner, exercise=course.exercises[s],
-                                        unlock=request.app.state.settings.solution_unlock) for s in slugs})
+                                        unlock=request.app.state.settings.solution_unlock) for s in slugs},
+                picked_machine=progress.remembered_machine(session, learner_id=learner))
 
 
 def _comments_page(request: Request) -> int:
