@@ -27,7 +27,9 @@ def host_addresses() -> list[str]:
 def test_a_rank_that_fork_bombs_is_stopped_with_its_group(sandbox):
     r = run_ranks(sandbox, "ranks_fork_bomb", wall_s=3)
     assert r.status == "limit" and r.limit_hit in ("pids", "wall"), r
-    assert gone("sbxrankbomb", within_s=1.0) and gone("sbxrankwait", within_s=1.0)
+    # reaping a few hundred forked processes takes the kernel a while on a loaded 2-core host: the claim is that
+    # none survive, not how fast they go (1 s failed under load with the group already killed)
+    assert gone("sbxrankbomb", within_s=5.0) and gone("sbxrankwait", within_s=5.0)
 
 
 def test_ranks_spinning_on_threads_share_one_cpu_allowance(sandbox):
