@@ -180,3 +180,22 @@ def test_a_7b_model_fits_one_h100_in_bf16_and_not_in_fp32(tmp_path: Path):
     assert fp32.returncode == 1 and "backward done" in fp32.stdout and "step done" not in fp32.stdout
     assert "in step" in fp32.stderr and "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. " \
         "GPU 0 has a total capacity of 79.19 GiB" in fp32.stderr
+
+
+LARGE_LAYER = """
+import torch, torch.nn as nn
+m = nn.Linear(1024, 4096)  # a 16 MiB weight: past COURSE_SIM_DATALESS_TENSOR_BYTES, it keeps no values on the GPU
+w = m.weight
+m = m.to("cuda")
+print(m.weight.device, m.weight is w, type(m.weight).__name__, m.weight.requires_grad)
+m(torch.randn(8, 1024, device="cuda")).sum().backward()
+print(m.weight.grad.shape, m.weight.grad.device, torch.cuda.memory_allocated() // 2**20)
+"""
+
+
+def test_a_module_with_a_weight_too_large_for_values_moves_as_on_a_card(tmp_path: Path):
+    # Module.to() sets each Parameter's .data, as on a real card (CPU and CUDA tensors are compatible there);
+    # it used to stop with set_data's "incompatible tensor type" for a weight kept without values
+    proc = run(tmp_path, LARGE_LAYER)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["cuda:0 True Parameter True", "torch.Size([4096, 1024]) cuda:0 32"]

@@ -60,6 +60,23 @@ def refuse(t: torch.Tensor, device: str, what: str = "cannot read its values") -
     return messages.ValuesNotSimulatedError(shape, dtype, nbytes, device, what)
 
 
+def adopt(t: torch.Tensor, new: torch.Tensor) -> bool:
+    """`t.data = new` where new has no values and t does: give t new's tensor in place, as set_data does on a real
+    card (Module.to() keeps each Parameter object and sets its .data). torch's own set_data refuses a meta tensor
+    for a CPU one ("incompatible tensor type"), so swap the two tensors' insides and keep t's requires_grad.
+    False (nothing done) when set_data can do it itself."""
+    if "_pt_nodata" not in new.__dict__:
+        return False
+    with torch._C.DisableTorchFunction():
+        if torch._has_compatible_shallow_copy_type(t, new):
+            return False
+        requires_grad = t.requires_grad
+        torch._C._swap_tensor_impl(t, new)
+        t.requires_grad_(requires_grad)
+    mark(t)
+    return True
+
+
 def meta_like(t: torch.Tensor) -> torch.Tensor:
     """A meta tensor of t's shape, strides and dtype (no values, no memory)."""
     with torch._C.DisableTorchFunction():

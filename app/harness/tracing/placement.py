@@ -21,7 +21,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from app.harness.machine import cuda_streams
+from app.harness.machine import cuda_streams, dataless
 from app.harness.machine.clock import CLOCK, NO_KERNEL, _cpu
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
@@ -180,7 +180,11 @@ class Tracer(Hooks, Simulation):
                 return _device_object(label)
             if attr in ("is_cuda", "is_mps", "is_cpu") and label:
                 return label.startswith(attr[3:])
-        out = func(*args)
+        if setting and attr == "data" and self.simulated and isinstance(args[1], torch.Tensor) \
+                and dataless.adopt(t, args[1]):
+            out = None  # a data-less tensor set as .data of one with values (Module.to() of a large weight)
+        else:
+            out = func(*args)
         if self.simulated and isinstance(t, torch.Tensor):
             if setting and attr in ("data", "grad") and isinstance(args[1], torch.Tensor):
                 if attr == "data":
