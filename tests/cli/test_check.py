@@ -89,7 +89,7 @@ def test_a_broken_exercise_yaml_is_one_problem_at_its_line(tmp_path, fixtures_di
     result = course_check(str(course), "--no-run")
     assert result.returncode == 1
     about = [line for line in result.stdout.splitlines() if "exercise.yaml" in line]
-    allowed = "title, lesson, checks, hints, limits, needs_gpu, gpus, launch, machine"
+    allowed = "title, lesson, checks, hints, limits, needs_gpu, gpus, launch, machine, machines, solution_unlock"
     assert about == [f"{spec}:3: remove `colour` (allowed fields: {allowed})"], result.stdout
     assert "pydantic" not in result.stdout
 
