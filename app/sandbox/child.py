@@ -238,7 +238,7 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None,
         socket.sethostname("sandbox")
         if net:
             isolation.bring_up_loopback()
-            machine, machines = nodes.fork_keepers(limits.tmpfs_bytes)
+            machine, machines = nodes.fork_keepers(limits.tmpfs_bytes, plan)
     nproc = None
     if ctx.isolate:
         # RLIMIT_NPROC counts the processes of the job's uid (in a user namespace: of that namespace only);

@@ -151,6 +151,34 @@ def _bind_ro(src: str, dst: str) -> None:
     mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
+def hold_binds(paths: list[str], staging: str) -> list[tuple[str, str]]:
+    """Bind each of paths (read-only) into a small tmpfs at staging, so that a mount over their parent can be
+    undone for them by restore_binds. Returns [(path, its place under staging)]."""
+    _tmpfs(staging, 1 << 20, mode="0700")
+    held = []
+    for i, path in enumerate(paths):
+        place = f"{staging}/{i}"
+        if os.path.isdir(path):
+            os.makedirs(place)
+        else:
+            _touch(place)
+        _bind_ro(path, place)
+        held.append((path, place))
+    return held
+
+
+def restore_binds(held: list[tuple[str, str]], staging: str) -> None:
+    """Bind what hold_binds kept back at its own path (read-only), then drop the staging tmpfs."""
+    for path, place in held:
+        if os.path.isdir(place):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _touch(path)
+        _bind_ro(place, path)
+    _check(libc.umount2(staging.encode(), MNT_DETACH), f"umount {staging}")
+
+
 def _tmpfs(dst: str, size: int, mode: str = "1777", extra: int = 0) -> None:
     mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV | extra, f"size={size},mode={mode}")
 

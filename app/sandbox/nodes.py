@@ -39,7 +39,7 @@ HEADER = struct.Struct("!Q")  # a request's length, before its JSON
 RANK_FDS = 3  # stdout, stderr, channel: the write ends of the rank's pipes
 
 
-def fork_keepers(tmpfs_bytes: int) -> tuple[int | None, dict[int, socket.socket]]:
+def fork_keepers(tmpfs_bytes: int, plan: isolation.RootPlan) -> tuple[int | None, dict[int, socket.socket]]:
     """Fork the machine keepers; call as root in the job's namespaces, after its root is built.
 
     Returns (None, {machine: the launcher's socket}) in the job process and (g, {g: the keeper's socket}) in
@@ -52,19 +52,27 @@ def fork_keepers(tmpfs_bytes: int) -> tuple[int | None, dict[int, socket.socket]
             for other in sockets.values():
                 other.close()
             ours.close()
-            _own_machine(node, tmpfs_bytes)
+            _own_machine(node, tmpfs_bytes, plan)
             return node, {node: theirs}
         theirs.close()
         sockets[node] = ours
     return None, sockets
 
 
-def _own_machine(node: int, tmpfs_bytes: int) -> None:
-    """In keeper g: a mount namespace with its own /tmp and /var/tmp, and a UTS namespace named node<g>."""
+def _own_machine(node: int, tmpfs_bytes: int, plan: isolation.RootPlan) -> None:
+    """In keeper g: a mount namespace with its own /tmp and /var/tmp, and a UTS namespace named node<g>.
+
+    What the job's root bound under /tmp or /var/tmp (a checkout and its venv in /tmp, as a clean clone in CI may
+    be) is bound again over the fresh tmpfs, read-only as before; the fresh tmpfs would hide it, and the ranks'
+    first lazy import (torch.save's) would fail."""
     isolation.unshare(isolation.CLONE_NEWNS | isolation.CLONE_NEWUTS)
+    under = [p for p in [*plan.dirs, *plan.files] if p.startswith(("/tmp/", "/var/tmp/"))]
+    held = isolation.hold_binds(under, "/.old") if under else []
     for path in ("/tmp", "/var/tmp"):
         isolation.mount("tmpfs", path, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
                         f"size={tmpfs_bytes},mode=1777")
+    if under:
+        isolation.restore_binds(held, "/.old")
     socket.sethostname(NODE.format(node))
 
 
