@@ -154,6 +154,7 @@ def _bind_ro(src: str, dst: str) -> None:
 def hold_binds(paths: list[str], staging: str) -> list[tuple[str, str]]:
     """Bind each of paths (read-only) into a small tmpfs at staging, so that a mount over their parent can be
     undone for them by restore_binds. Returns [(path, its place under staging)]."""
+    os.makedirs(staging, exist_ok=True)
     _tmpfs(staging, 1 << 20, mode="0700")
     held = []
     for i, path in enumerate(paths):
@@ -177,6 +178,7 @@ def restore_binds(held: list[tuple[str, str]], staging: str) -> None:
             _touch(path)
         _bind_ro(place, path)
     _check(libc.umount2(staging.encode(), MNT_DETACH), f"umount {staging}")
+    os.rmdir(staging)
 
 
 def _tmpfs(dst: str, size: int, mode: str = "1777", extra: int = 0) -> None:

@@ -39,6 +39,12 @@ HEADER = struct.Struct("!Q")  # a request's length, before its JSON
 RANK_FDS = 3  # stdout, stderr, channel: the write ends of the rank's pipes
 
 
+# where keeper g holds the root's binds under /tmp while it mounts its own /tmp: the job's private /dev tmpfs is
+# the one writable place in its root at that point. One directory per keeper: the keepers share that tmpfs
+# (their mount namespaces are copies, its files are one), and each removes its own before any rank starts
+HOLD = "/dev/.held{}"
+
+
 def fork_keepers(tmpfs_bytes: int, plan: isolation.RootPlan) -> tuple[int | None, dict[int, socket.socket]]:
     """Fork the machine keepers; call as root in the job's namespaces, after its root is built.
 
@@ -67,12 +73,12 @@ def _own_machine(node: int, tmpfs_bytes: int, plan: isolation.RootPlan) -> None:
     first lazy import (torch.save's) would fail."""
     isolation.unshare(isolation.CLONE_NEWNS | isolation.CLONE_NEWUTS)
     under = [p for p in [*plan.dirs, *plan.files] if p.startswith(("/tmp/", "/var/tmp/"))]
-    held = isolation.hold_binds(under, "/.old") if under else []
+    held = isolation.hold_binds(under, HOLD.format(node)) if under else []
     for path in ("/tmp", "/var/tmp"):
         isolation.mount("tmpfs", path, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
                         f"size={tmpfs_bytes},mode=1777")
     if under:
-        isolation.restore_binds(held, "/.old")
+        isolation.restore_binds(held, HOLD.format(node))
     socket.sethostname(NODE.format(node))
 
 

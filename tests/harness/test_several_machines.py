@@ -103,7 +103,9 @@ def test_each_machine_has_its_own_tmp_and_host_name(sandbox):
             "    torch.save({'w': 1}, f\"/tmp/ckpt-{os.environ['GROUP_RANK']}.pt\")\n"
             "    open('here.txt', 'w').write(os.environ['GROUP_RANK'])\n"
             "dist.barrier()\n"
-            "print(sorted(os.listdir('/tmp')), open('here.txt').read(), socket.gethostname(), os.getcwd())\n"
+            # what the job wrote (a checkout under /tmp, as a clean clone may be, is bound there read-only too)
+            "print(sorted(n for n in os.listdir('/tmp') if n.endswith(('.pt', '.txt'))), open('here.txt').read(),"
+            " socket.gethostname(), os.getcwd())\n"
             "dist.destroy_process_group()\n")
     r = run_machines(sandbox, code)
     assert r.status == "ok", r.stderr
