@@ -43,8 +43,9 @@ def test_lessons_chain_previous_and_next(site_client):
 
 
 def test_lessons_place_their_exercises(site_client):
-    expected = {"cpu-gpu-border": ["same-device", "bring-it-back"], "picking-a-device": ["pick-device"],
-                "training-loop": ["model-internals", "training-loop"]}
+    expected = {"cpu-gpu-border": ["same-device", "bring-it-back"],
+                "picking-a-device": ["pick-device", "runs-on-a-mac"],
+                "training-loop": ["model-internals", "fast-loop", "training-loop"]}
     for slug, exercises in expected.items():
         html = site_client.get(f"/lessons/{slug}").text
         assert re.findall(r'class="exercise-panel[^"]*" id="exercise-([a-z-]+)"', html) == exercises

@@ -25,7 +25,8 @@ router = APIRouter(tags=["machines"])
 PICK_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["machine"],
     "properties": {"machine": {"type": "string", "enum": [c.id for c in machine_choices.CHOICES]},
-                   "exercise": {"type": "string"}}}}}}}
+                   "exercise": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                                "description": "The exercise the pick is for (null or absent: a lesson's code)"}}}}}}}
 
 
 def offered(request: Request, exercise_slug: str | None) -> tuple[tuple[machine_choices.MachineChoice, ...], str]:
