@@ -28,7 +28,10 @@ def tier_env(database_url: str, broker_url: str, **overrides: str) -> dict[str, 
     env.update(COURSE_ENV="production", COURSE_SECRET_KEY=secrets.token_urlsafe(32), COURSE_RUNNER="celery",
                COURSE_DATABASE_URL=database_url, COURSE_CELERY_BROKER_URL=broker_url,
                COURSE_SUBMISSION_RATE_LIMIT="100000/minute",
-               COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="100000/minute", COURSE_SANDBOX_PREFORK="1")
+               COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="100000/minute", COURSE_SANDBOX_PREFORK="1",
+               # one test learner follows every exercise's run at once (13 streams); the per-learner cap of 8 is
+               # tested in tests/web, not here
+               COURSE_STREAMS_PER_LEARNER="1000")
     env.update(overrides)
     return env
 
