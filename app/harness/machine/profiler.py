@@ -212,7 +212,7 @@ def _device_event(n: int, row: str, name: str, start: float, seconds: float, lin
         parts = name.split()
         label = MEMCPY_NAMES.get((parts[1], parts[4] if len(parts) > 4 else ""), name)
     elif name == "autograd backward":
-        label = "autograd backward kernels (modeled)"
+        label = "backward kernels (modeled)"
     else:
         label = f"{launcher.name.removeprefix('aten::') if launcher else name} kernel"
     fe = FunctionEvent(id=n, name=label, trace_name=label, thread=0, start_us=start * 1e6,
