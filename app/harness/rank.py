@@ -21,7 +21,7 @@ import traceback
 
 from app.harness import grade, plain, session
 from app.harness.contract import JobPayload, SimulatedHost
-from app.harness.machine import clock
+from app.harness.machine import chrome_trace, clock
 from app.harness.machine.clock import REAL_MONOTONIC
 
 CHANNEL_FD = 3
@@ -98,7 +98,7 @@ def run(payload: JobPayload, rank: int) -> int:
     status = plain.run_plain(code, filename, show)
     if payload.get("trace") and clock.CLOCK.active:  # `course run --trace`: this rank's part of the job's trace
         world = int(os.environ["WORLD_SIZE"])
-        send({"chrome_trace": clock.chrome_trace(limit=clock.TRACE_EVENTS_KEPT // world)})
+        send({"chrome_trace": chrome_trace.timeline(clock.CLOCK, limit=clock.TRACE_EVENTS_KEPT // world)})
     return status
 
 

@@ -476,8 +476,7 @@ class DeviceClock:
         self.collectives += 1
         if self.line is not None:
             self.by_line[self.line] = self.by_line.get(self.line, 0.0) + seconds
-        if len(self.trace) < TRACE_EVENTS_KEPT:
-            self.trace.append((comm.row, name, start, seconds, self.line, "collective"))
+        self._note((comm.row, name, start, seconds, self.line, "collective"))
         return comm.ready
 
     def collective(self, op: str, device: str, nbytes: float, ranks: int, machines: int, agree, *,
@@ -514,9 +513,11 @@ class DeviceClock:
         outside = not self._depth
         if outside:
             self._commit(GAP_FLOOR_S)
+        self._anchor()
         latest = agree(self.host)
         if latest > self.host:
             self.host = latest
+        self._anchor()
         if outside:
             self._cpu_mark = _cpu()
 
