@@ -214,7 +214,7 @@ def _device_event(n: int, row: str, name: str, start: float, seconds: float, lin
     elif kind == "collective":  # "nccl all_reduce 8.0 MiB": NCCL's kernel on its own stream
         label = name
     elif name == "autograd backward":
-        label = "autograd backward kernels (modeled)"
+        label = "backward kernels (modeled)"
     else:
         label = f"{launcher.name.removeprefix('aten::') if launcher else name} kernel"
     fe = FunctionEvent(id=n, name=label, trace_name=label, thread=0, start_us=start * 1e6,
