@@ -215,11 +215,23 @@ def _device_event(n: int, row: str, name: str, start: float, seconds: float, lin
         label = "backward kernels (modeled)"
     else:
         label = f"{launcher.name.removeprefix('aten::') if launcher else name} kernel"
-    fe = FunctionEvent(id=n, name=label, trace_name=label, thread=0, start_us=start * 1e6,
-                       end_us=(start + seconds) * 1e6, use_device="cuda", device_type=DeviceType.CUDA,
-                       device_index=index, input_shapes=[], stack=[])
+    fe = FunctionEvent(id=n, name=label, trace_name=label, thread=0, start_us=0.0, end_us=0.0, use_device="cuda",
+                       device_type=DeviceType.CUDA, device_index=index, input_shapes=[], stack=[])
+    fe.time_range = Span(start * 1e6, seconds * 1e6)
     fe.row, fe.line = row, line  # for the Chrome trace
     return fe
+
+
+class Span(Interval):
+    """A device event's time: its duration is the model's own figure, not its end less its start (which rounds
+    differently wherever the work starts, and the device-side figures must be the same on every run)."""
+
+    def __init__(self, start: float, duration: float):
+        super().__init__(start, start + duration)
+        self.duration = duration
+
+    def elapsed_us(self):
+        return self.duration
 
 
 class SimulatedProfile(autograd_profiler.profile):
