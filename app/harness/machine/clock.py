@@ -27,6 +27,8 @@ import time
 import torch
 from torch.utils.flop_counter import bmm_flop, conv_flop_count, mm_flop, sdpa_flop_count
 
+from app.harness.machine import trace_format
+
 # the real clocks, taken before the job's are replaced (the harness itself always reads these)
 REAL_PERF = time.perf_counter
 REAL_PERF_NS = time.perf_counter_ns
@@ -64,6 +66,9 @@ GAP_FLOOR_S = 1e-3
 STEPS_KEPT = 10000
 # events of the timeline kept for the Chrome trace (a long loop repeats the same ones)
 TRACE_EVENTS_KEPT = 20000
+# the real GPU whose recordings set LAUNCH_S and SYNC_S and against which the model is checked
+# (tests/fidelity/calibration/h200.json, recorded by scripts/gpu-check; tests/fidelity/test_calibration.py)
+CALIBRATED_ON = "NVIDIA H200"
 # ops that make no kernel: metadata and views answer from the tensor's header
 NO_KERNEL = frozenset({
     "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
@@ -460,37 +465,22 @@ class DeviceClock:
         total = max([self.host] + [s.ready for s in self.streams.values()])
         ms = {"modeled_ms": total, "gpu_busy_ms": self.gpu_busy, "copy_ms": self.copy_time,
               "host_wait_ms": self.host_wait, "gpu_idle_ms": self.gpu_idle}
-        return {"machine": (self.figures or {}).get("machine"), **{k: round(v * 1e3, 4) for k, v in ms.items()},
+        return {"machine": (self.figures or {}).get("machine"), "calibrated_on": CALIBRATED_ON,
+                **{k: round(v * 1e3, 4) for k, v in ms.items()},
                 "syncs": self.count, "kernels": self.kernels, "step_ms": self.step_ms(),
                 "lines": [{"line": line, "ms": round(self.by_line.get(line, 0.0) * 1e3, 4),
                            "wait_ms": round(self.waits_by_line.get(line, 0.0) * 1e3, 4)}
                           for line in sorted(set(self.by_line) | set(self.waits_by_line))]}
 
+    def timeline(self, limit: int) -> dict:
+        """The summary, with the rows and the first `limit` events to draw (trace_format.drawing)."""
+        return {**self.summary(), **trace_format.drawing(self.trace, limit)}
+
 
 CLOCK = DeviceClock()
-
 
 
 def chrome_trace(clock: DeviceClock = CLOCK, limit: int = TRACE_EVENTS_KEPT) -> dict:
     """The run's timeline as a Chrome trace (chrome://tracing, Perfetto): one row for the host, one per stream and
     copy engine; kernels and copies as spans, the host's waits as spans and each sync as a marked instant."""
-    rows: dict[str, int] = {"host": 0}
-    events: list[dict] = []
-    for row, name, start, duration, line, kind in clock.trace[:limit]:
-        tid = rows.setdefault(row, len(rows))
-        args = {"line": line} if line is not None else {}
-        if kind in ("sync_mark", "mark"):
-            events.append({"name": name, "ph": "i", "s": "t", "pid": 0, "tid": tid, "ts": round(start * 1e6, 3),
-                           "cat": kind, "args": args})
-        else:
-            events.append({"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": round(start * 1e6, 3),
-                           "dur": round(duration * 1e6, 3), "cat": kind, "args": args})
-    machine = (clock.figures or {}).get("machine") or "simulated GPU"
-    meta = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"modeled for {machine}"}}]
-    meta += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": row}}
-             for row, tid in rows.items()]
-    meta += [{"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": tid, "args": {"sort_index": tid}}
-             for tid in rows.values()]
-    return {"traceEvents": meta + events, "displayTimeUnit": "ms",
-            "otherData": {"machine": machine, "modeled": True, "timeline": clock.summary(),
-                          "events_kept": min(len(clock.trace), limit)}}
+    return trace_format.chrome_trace(clock.timeline(limit))
