@@ -39,7 +39,7 @@ class TimelineLine(BaseModel):
 
 
 class TimelineRow(BaseModel):
-    """One row of the drawn timeline: the host, a stream or a copy engine (app/harness/machine/trace_format.py)."""
+    """One row of the drawn timeline: the host, a stream or a copy engine (app/harness/machine/chrome_trace.py)."""
 
     name: str
     ms: float = 0.0  # its spans' total: the host's waiting for the GPU, a stream's kernels, a copy engine's copies

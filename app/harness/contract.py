@@ -299,7 +299,7 @@ class Timeline(TypedDict, total=False):
     step_ms: float | None  # the median modeled time between two optimizer steps; None with fewer than two
     lines: list[TimelineLine]  # per learner line, its modeled device time
     calibrated_on: str  # the real GPU whose recordings set the launch and sync costs (clock.CALIBRATED_ON)
-    rows: list[TimelineRow]  # the host, then each stream and copy engine (machine/trace_format.py)
+    rows: list[TimelineRow]  # the host, then each stream and copy engine (machine/chrome_trace.py: drawing)
     # the first grade.VERDICT_EVENTS events: [row index, start us, duration us, kind, name, learner line or None]
     events: list[list]
     events_total: int  # events the clock kept (up to clock.TRACE_EVENTS_KEPT)

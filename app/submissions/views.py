@@ -15,7 +15,7 @@ from app.content.exercises import Exercise
 from app.content.markdown import highlight_code
 from app.core.errors import Refusal
 from app.grading.paths import verdict_for_learner
-from app.harness.machine import trace_format
+from app.harness.machine import chrome_trace
 from app.learning import progress, reveals
 from app.learning.reveals import FAILED_STATUSES
 from app.models import Submission
@@ -57,7 +57,7 @@ def trace_json(submission: Submission) -> dict:
     if not timeline or not timeline.get("rows"):
         raise NoTrace(404, f"Submission {submission.id} has no modeled timeline: only a finished run on a simulated "
                            "GPU has one (a run stored before the page drew timelines has only its figures).")
-    return trace_format.chrome_trace(timeline)
+    return chrome_trace.of_timeline(timeline)
 
 
 def attempt_summary(submission: Submission) -> dict:
