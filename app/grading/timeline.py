@@ -50,6 +50,9 @@ def summary(timeline: Timeline) -> str:
              f"the host waiting for the GPU {ms(timeline.host_wait_ms)}",
              f"the GPU idle waiting for the host {ms(timeline.gpu_idle_ms)}"]
     counts = f"{timeline.syncs} sync{'s' if timeline.syncs != 1 else ''}, {timeline.kernels} kernels"
+    if timeline.collectives:
+        parts.insert(2, f"collectives {ms(timeline.comm_ms)}")
+        counts += f", {timeline.collectives} collective{'s' if timeline.collectives != 1 else ''}"
     step = f"; one training step {ms(timeline.step_ms)}" if timeline.step_ms else ""
     shown = (f" The drawing shows its first {len(timeline.events):,} events of {timeline.events_total:,}."
              if timeline.events_total > len(timeline.events) else "")

@@ -51,6 +51,22 @@ class TimelineRow(BaseModel):
 TimelineEvent = tuple[int, float, float, str, str, int | None]
 
 
+class RankTimeline(BaseModel):
+    """One rank's totals on the modeled clock, in a job of several ranks."""
+
+    rank: int
+    node: int | None = None  # its simulated machine, on several machines
+    modeled_ms: float = 0.0
+    gpu_busy_ms: float = 0.0
+    copy_ms: float = 0.0
+    comm_ms: float = 0.0
+    host_wait_ms: float = 0.0
+    gpu_idle_ms: float = 0.0
+    syncs: int = 0
+    collectives: int = 0
+    step_ms: float | None = None
+
+
 class Timeline(BaseModel):
     """Where a simulated run's time went, on the modeled clock (app/harness/contract.py: Timeline)."""
 
@@ -64,15 +80,19 @@ class Timeline(BaseModel):
     modeled_ms: float = 0.0
     gpu_busy_ms: float = 0.0
     copy_ms: float = 0.0
+    comm_ms: float = 0.0  # collectives (all_reduce, DDP's gradient buckets) on NCCL's stream
     host_wait_ms: float = 0.0
     gpu_idle_ms: float = 0.0
     syncs: int = 0
     kernels: int = 0
+    collectives: int = 0
     step_ms: float | None = None  # the median modeled time between two optimizer steps
     lines: list[TimelineLine] = Field(default_factory=list)
     rows: list[TimelineRow] = Field(default_factory=list)
     events: list[TimelineEvent] = Field(default_factory=list)  # the run's first events (grade.VERDICT_EVENTS)
     events_total: int = 0  # events on the modeled timeline (more than `events` holds in a long run)
+    # several ranks: each rank's totals (the figures above are rank 0's; modeled_ms the latest rank's end)
+    ranks: list[RankTimeline] = Field(default_factory=list)
 
 
 class Verdict(BaseModel):

@@ -1,8 +1,9 @@
 // The modeled timeline after a run on a simulated GPU: one row for the host, one per GPU stream and copy engine,
 // drawn as an SVG across the panel's width. Kernels are solid, copies hatched, the host's waiting for the GPU
-// dotted, and each sync a ▼ above the host's row, so the drawing reads without colour; every row is named in
-// text. The same figures are in the tables under it (rows, then the modeled time of each learner line), which the
-// server also renders for the page without JavaScript (templates/exercises/_timeline.html); the SVG's accessible
+// dotted, NCCL's collectives striped, and each sync a ▼ above the host's row, so the drawing reads without colour;
+// every row is named in text. The same figures are in the tables under it (rows, then the modeled time of each
+// learner line), which the server also renders for the page without JavaScript (templates/exercises/_timeline.html);
+// the SVG's accessible
 // name says what it shows and points at them. "Download trace (Chrome JSON)" is the same run from
 // GET /api/submissions/{id}/trace. Data: the Verdict JSON's `timeline` (its `rows`, `events`: [row, start us,
 // duration us, kind, name, line], `lines`, and the server's words `label` and `summary`).
@@ -18,7 +19,8 @@
   const ROW_GAP = 8;
   const AXIS_H = 26;
   const MIN_WIDTH = 1;  // px: a span shorter than a pixel still shows
-  const KIND_CLASS = { kernel: "tl-kernel", copy: "tl-copy", sync: "tl-wait" };
+  const KIND_CLASS = { kernel: "tl-kernel", copy: "tl-copy", sync: "tl-wait", collective: "tl-comm" };
+  const SPAN_KINDS = ["kernel", "copy", "collective", "sync"];
 
   function svg(tag, attrs, text) {
     const node = document.createElementNS(SVG, tag);
@@ -78,7 +80,10 @@
     const dots = svg("pattern", { id: `${id}-dots`, width: 4, height: 4, patternUnits: "userSpaceOnUse" });
     dots.append(svg("rect", { width: 4, height: 4, class: "tl-wait-bg" }),
                 svg("circle", { cx: 2, cy: 2, r: 1, class: "tl-wait-dot" }));
-    defs.append(hatch, dots);
+    const stripes = svg("pattern", { id: `${id}-stripes`, width: 5, height: 5, patternUnits: "userSpaceOnUse" });
+    stripes.append(svg("rect", { width: 5, height: 5, class: "tl-comm-bg" }),
+                   svg("line", { x1: 1, y1: 0, x2: 1, y2: 5, class: "tl-comm-line" }));
+    defs.append(hatch, dots, stripes);
     return defs;
   }
 
@@ -108,8 +113,8 @@
       g.append(svg("text", { x: 0, y: top + LABEL_H - 4, class: "tl-row-name" }, row.name),
                svg("rect", { x: 0, y: trackY, width, height: TRACK_H, class: "tl-track" }));
       const mine = events.filter((e) => e[0] === i);
-      for (const kind of ["kernel", "copy", "sync"]) {
-        const fill = kind === "copy" ? `url(#${id}-hatch)` : kind === "sync" ? `url(#${id}-dots)` : null;
+      for (const kind of SPAN_KINDS) {
+        const fill = { copy: `url(#${id}-hatch)`, sync: `url(#${id}-dots)`, collective: `url(#${id}-stripes)` }[kind];
         for (const [x0, x1] of runs(mine.filter((e) => e[3] === kind), scale)) {
           const attrs = { x: x0.toFixed(2), y: trackY + 1, width: (x1 - x0).toFixed(2), height: TRACK_H - 2,
                           class: `tl-span ${KIND_CLASS[kind]}`, "data-kind": kind };
@@ -177,6 +182,8 @@
     }
     section.querySelector(".timeline-label").textContent = timeline.label || "";
     section.querySelector(".timeline-totals").textContent = timeline.summary || "";
+    const collectives = section.querySelector(".timeline-legend-collective");
+    if (collectives) collectives.hidden = !timeline.collectives;
     fillTables(section, timeline, (n, text) => panel.lineLink(n, text));
     const link = section.querySelector(".timeline-download");
     if (link && verdict.id) link.setAttribute("href", `/api/submissions/${encodeURIComponent(verdict.id)}/trace`);

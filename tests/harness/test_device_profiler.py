@@ -93,3 +93,36 @@ def test_the_profilers_device_figures_are_the_same_on_every_run(tmp_path: Path):
 
     first, second = run(tmp_path, PROFILED), run(tmp_path, PROFILED)
     assert device_side(first) and device_side(first) == device_side(second)
+
+
+SCHEDULED = r'''
+import json, torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).to("cuda")
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(256, 512, device="cuda"), torch.randn(256, 512, device="cuda")
+seen = {}
+def ready(prof):
+    prof.export_chrome_trace(f"trace_{prof.step_num}.json")
+    with open(f"trace_{prof.step_num}.json") as f:
+        names = {e["args"]["name"] for e in json.load(f)["traceEvents"] if e["name"] == "thread_name"}
+    seen[prof.step_num] = {"keys": sorted(e.key for e in prof.key_averages()), "rows": sorted(names)}
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+             schedule=schedule(wait=1, warmup=1, active=2), on_trace_ready=ready) as prof:
+    for step in range(5):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        prof.step()
+print(json.dumps(seen))
+'''
+
+
+def test_a_scheduled_profile_of_training_steps_reaches_on_trace_ready(tmp_path: Path):
+    seen = run(tmp_path, SCHEDULED)
+    assert list(seen) == ["4"]  # wait, warmup, then two active steps: one trace, when the fourth step ends
+    keys = seen["4"]["keys"]
+    assert {"ProfilerStep*", "aten::addmm", "addmm kernel", "autograd::backward (modeled)",
+            "backward kernels (modeled)", "Optimizer.step#SGD.step"} <= set(keys), keys
+    assert seen["4"]["rows"] == ["cuda:0 stream default", "host"]
