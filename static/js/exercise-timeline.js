@@ -3,9 +3,8 @@
 // dotted, NCCL's collectives striped, and each sync a ▼ above the host's row, so the drawing reads without colour;
 // every row is named in text. The same figures are in the tables under it (rows, then the modeled time of each
 // learner line), which the server also renders for the page without JavaScript (templates/exercises/_timeline.html);
-// the SVG's accessible
-// name says what it shows and points at them. "Download trace (Chrome JSON)" is the same run from
-// GET /api/submissions/{id}/trace. Data: the Verdict JSON's `timeline` (its `rows`, `events`: [row, start us,
+// the SVG's accessible name says what it shows and points at them. "Download trace (Chrome JSON)" is the same run
+// from GET /api/submissions/{id}/trace. Data: the Verdict JSON's `timeline` (its `rows`, `events`: [row, start us,
 // duration us, kind, name, line], `lines`, and the server's words `label` and `summary`).
 (function () {
   "use strict";
