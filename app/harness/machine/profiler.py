@@ -278,6 +278,10 @@ class SimulatedProfile(autograd_profiler.profile):
         events = super()._parse_kineto_results(result, timeout_s=timeout_s)
         if not self.modeled or self.recording is None:
             return events
+        if _simulated_nccl():  # ProcessGroupNCCL's ranges ("nccl:all_reduce"), not those of gloo underneath
+            for fe in events:
+                if fe.name.startswith("gloo:"):
+                    fe.name = fe.trace_name = "nccl:" + fe.name[5:]
         return self.recording.events(events, result.trace_start_ns(), keep_host_ops=self.keep_host_ops,
                                      device=self.cuda)
 
@@ -309,6 +313,13 @@ def profile_trace(events, metadata: dict | None = None) -> dict:
                             getattr(fe, "line", None), kind))
     machine = (CLOCK.figures or {}).get("machine")
     return chrome_trace.chrome_trace(entries, machine=machine, other={"profiler": True, **(metadata or {})})
+
+
+def _simulated_nccl() -> bool:
+    """Whether the program's process group is NCCL, which the simulation runs over gloo (machine/distributed.py)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_backend() == "nccl"
 
 
 def _supported_activities():
