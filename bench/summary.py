@@ -69,6 +69,8 @@ def headline(summary: dict) -> dict:
         "flood_output_lines": g("flood.flood_output_lines_p50"),
         "raw_jobs_per_s": g("load.raw_jobs_per_s"),
         "first_job_ms": g("first_job.first_job_ms"),
+        "lesson_block_run_p50_ms": g("lesson_blocks.block_run_p50_ms"),
+        "lesson_block_exercise_run_p50_ms": g("lesson_blocks.exercise_run_p50_ms"),
         "later_jobs_p50_ms": g("first_job.later_jobs_p50_ms"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
@@ -85,6 +87,7 @@ def headline(summary: dict) -> dict:
     out["http_over_plain"] = _ratio(out["grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
     out["load_capacity_share"] = _ratio(out["verdicts_per_s"], out["raw_jobs_per_s"])
     out["first_job_over_later"] = _ratio(out["first_job_ms"], out["later_jobs_p50_ms"])
+    out["lesson_block_over_exercise"] = _ratio(out["lesson_block_run_p50_ms"], out["lesson_block_exercise_run_p50_ms"])
     return out
 
 
@@ -137,6 +140,8 @@ ROWS = [
     ("HTTP grade pick-device p50 / p95 (ms)", "grade_pick_device_p50_ms", "grade_pick_device_p95_ms", None, "", None),
     ("HTTP grade bring-it-back p50 / p95 (ms)", "grade_bring_it_back_p50_ms", "grade_bring_it_back_p95_ms", None, "",
      None),
+    ("lesson-block Run to last output p50 (ms) vs an exercise run's (same-device) in the same run",
+     "lesson_block_run_p50_ms", "lesson_block_exercise_run_p50_ms", "lesson_block_over_exercise", "", None),
     ("first job after ready, submit to first output (ms) vs later jobs p50", "first_job_ms", "later_jobs_p50_ms",
      "first_job_over_later", _target("first_job_over_later"), _meets("first_job_over_later")),
     ("HTTP grade ddp-training (2 ranks) p50 (ms) vs cold torchrun --nproc-per-node=2", "ddp_submit_p50_ms",

@@ -87,9 +87,73 @@ def test_the_profilers_chrome_trace_has_host_and_gpu_stream_rows(tmp_path: Path)
     assert {"step", "aten::matmul", "aten::mm", "cudaStreamSynchronize"} <= host, host
 
 
-def test_the_profilers_device_figures_are_the_same_on_every_run(tmp_path: Path):
+def test_the_profilers_device_figures_are_the_same_on_every_run_and_under_load(tmp_path: Path):
     def device_side(out):
         return {key: value for key, value in out["avg"].items() if value[0] and "cuda" not in key}
 
-    first, second = run(tmp_path, PROFILED), run(tmp_path, PROFILED)
-    assert device_side(first) and device_side(first) == device_side(second)
+    first = run(tmp_path, PROFILED)
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a loaded machine
+    try:
+        loaded = run(tmp_path, PROFILED)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert device_side(first) and device_side(first) == device_side(loaded)
+
+
+SCHEDULED = r'''
+import json, torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).to("cuda")
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(256, 512, device="cuda"), torch.randn(256, 512, device="cuda")
+seen = {}
+def ready(prof):
+    prof.export_chrome_trace(f"trace_{prof.step_num}.json")
+    with open(f"trace_{prof.step_num}.json") as f:
+        names = {e["args"]["name"] for e in json.load(f)["traceEvents"] if e["name"] == "thread_name"}
+    seen[prof.step_num] = {"keys": sorted(e.key for e in prof.key_averages()), "rows": sorted(names)}
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+             schedule=schedule(wait=1, warmup=1, active=2), on_trace_ready=ready) as prof:
+    for step in range(5):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        prof.step()
+print(json.dumps(seen))
+'''
+
+
+def test_a_scheduled_profile_of_training_steps_reaches_on_trace_ready(tmp_path: Path):
+    seen = run(tmp_path, SCHEDULED)
+    assert list(seen) == ["4"]  # wait, warmup, then two active steps: one trace, when the fourth step ends
+    keys = seen["4"]["keys"]
+    assert {"ProfilerStep*", "aten::addmm", "addmm kernel", "autograd::backward (modeled)",
+            "backward kernels (modeled)", "Optimizer.step#SGD.step"} <= set(keys), keys
+    assert seen["4"]["rows"] == ["cuda:0 stream default", "host"]
+
+
+DISTRIBUTED = r'''
+import json, torch, torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+t = torch.ones(1 << 20, device=f"cuda:{rank}")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    dist.all_reduce(t)
+if rank == 0:
+    print(json.dumps({e.key: e.self_device_time_total for e in prof.key_averages()}))
+dist.destroy_process_group()
+'''
+
+
+def test_a_profile_of_a_simulated_nccl_all_reduce_names_nccl(tmp_path: Path):
+    script = tmp_path / "main.py"
+    script.write_text(DISTRIBUTED)
+    proc = subprocess.run([*COURSE, "run", "--nproc", "2", str(script)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COURSE_ENV": "development", "COURSE_SANDBOX_WALL_S": "120"})
+    assert proc.returncode == 0, proc.stderr
+    keys = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("[default0]:{"))[11:])
+    assert keys["nccl all_reduce"] > 0, keys  # the ring's modeled time on NCCL's stream
+    assert "nccl:all_reduce" in keys and not any(key.startswith("gloo") for key in keys), keys
