@@ -30,7 +30,16 @@ for _ in range(5):
 e.record(); e.synchronize()
 s2, e2 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 s2.record(); y = a.to(torch.bfloat16) @ b.to(torch.bfloat16); e2.record(); e2.synchronize()
-print(json.dumps([s.elapsed_time(e), s2.elapsed_time(e2)]))
+from torch.profiler import ProfilerActivity, profile
+small = torch.randn(1024, 1024, device="cuda")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    c = small @ small
+    y = torch.randn(1 << 20).to("cuda")
+    total = c.sum().item()
+# the profiler's CUDA times, to the nanosecond (Kineto's resolution)
+cuda = {e.key: [round(e.device_time_total, 3), round(e.self_device_time_total, 3)] for e in prof.key_averages()
+        if e.device_time_total}
+print(json.dumps([s.elapsed_time(e), s2.elapsed_time(e2), cuda]))
 '''
 
 
@@ -86,12 +95,17 @@ def test_device_side_figures_are_the_same_on_every_run_and_under_load(tmp_path: 
     # 2 * 8192^3 = 1.1 TFLOP per product at 70% of 67 TFLOPS: 23.4 ms each; bf16 runs on the tensor cores
     assert 5 * 20 <= first[0] <= 5 * 30, first
     assert first[1] < first[0] / 5 / 5, first
+    # the profiler's CUDA columns: the product's kernel (40-64 us, as above), the copy and the sum
+    assert {"aten::mm", "Memcpy HtoD (Pageable -> Device)", "aten::sum"} <= set(first[2]), first[2]
+    assert 40 <= first[2]["aten::mm"][0] <= 64, first[2]
+    again = figures(tmp_path, DEVICE_SIDE)  # another run on the same (idle) machine
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a loaded machine
     try:
         loaded = figures(tmp_path, DEVICE_SIDE)
     finally:
         burner.kill()
         burner.wait()
+    assert again == first
     assert loaded == first
 
 

@@ -264,6 +264,8 @@ class SimulatedProfile(autograd_profiler.profile):
         if CLOCK.recording is self.recording:
             self.recording.anchor(CLOCK.now(), None)
             CLOCK.recording = None
+        if self._function_events and self.acc_events:  # what torch's exit keeps of earlier cycles (below: off)
+            self._old_function_events = self._function_events
         accumulate, self.acc_events, device = self.acc_events, False, self.use_device
         self.use_device = None if self.cuda else device  # no second synchronize
         try:
