@@ -56,7 +56,9 @@ def summary(timeline: Timeline) -> str:
     step = f"; one training step {ms(timeline.step_ms)}" if timeline.step_ms else ""
     shown = (f" The drawing shows its first {len(timeline.events):,} events of {timeline.events_total:,}."
              if timeline.events_total > len(timeline.events) else "")
-    return f"Modeled run {ms(timeline.modeled_ms)}: {', '.join(parts)}; {counts}{step}.{shown}"
+    ranks = (f" Each of the {len(timeline.ranks)} ranks has its rows; the figures are rank 0's."
+             if len(timeline.ranks) > 1 else "")
+    return f"Modeled run {ms(timeline.modeled_ms)}: {', '.join(parts)}; {counts}{step}.{shown}{ranks}"
 
 
 def describe(timeline: Timeline | None, machine_words: str) -> None:

@@ -53,3 +53,11 @@ def test_a_ddp_run_reports_every_ranks_timeline_with_its_all_reduces(grade):
     assert all(r.collectives >= 11 and r.comm_ms > 0 for r in t.ranks), t.ranks
     assert t.collectives == t.ranks[0].collectives and t.comm_ms == t.ranks[0].comm_ms
     assert t.modeled_ms == max(r.modeled_ms for r in t.ranks)
+    # the drawing's rows: every rank's host, stream and NCCL rows, each named after its rank
+    names = [r.name for r in t.rows]
+    for rank in (0, 1):
+        assert {f"rank {rank} host", f"rank {rank} cuda:{rank} stream default", f"rank {rank} cuda:{rank} nccl"} \
+            <= set(names), names
+    buckets = [e for e in t.events if "DDP bucket" in e[4]]
+    assert {names[e[0]].split(" ")[1] for e in buckets} == {"0", "1"}
+    assert "Each of the 2 ranks has its rows" in t.summary

@@ -3,8 +3,10 @@
 Every op the tracer runs on a simulated GPU is queued here with a modeled duration (a roofline: FLOPs at the
 dtype's peak, bytes at memory bandwidth, each at a realistic efficiency, never shorter than a kernel's floor);
 copies run at the machine's host-link rates (pageable blocks the host, pinned with non_blocking=True returns at
-once) or over the GPU link. The host pays a launch cost per op and waits at each synchronisation point until the
-stream has drained. The program's clocks (time.perf_counter, monotonic, time and their _ns forms) then read
+once) or over the GPU link; torch.distributed's collectives on NCCL's stream of each device for a ring's time,
+from when the last rank reached them (distributed.py hands them over). The host pays a launch cost per op and
+waits at each synchronisation point until the stream has drained. The program's clocks (time.perf_counter,
+monotonic, time and their _ns forms) then read
 
     the host's own CPU time (less the time spent emulating device work)  +  modeled launches and waits
 
