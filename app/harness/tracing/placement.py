@@ -20,6 +20,7 @@ import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils import _device as _default_device
 
 from app.harness.machine import cuda_streams, dataless
 from app.harness.machine.clock import CLOCK, NO_KERNEL, _cpu
@@ -413,6 +414,13 @@ class PlacementMode(TorchFunctionMode):
                 out = self.tracer.on_property(func, descriptor.__name__, args)
                 CLOCK._cpu_mark += _cpu() - started  # the tracer's bookkeeping is not the program's time
                 return out
+        default = _default_device.CURRENT_DEVICE  # set_default_device / `with torch.device(...)`
+        if default is not None and default.type != "cpu" and self.tracer.simulated and kwargs.get("device") is None \
+                and func in _default_device._device_constructors():
+            # torch's DeviceContext sits at the bottom of the mode stack (torch/utils/_device.py), below this mode:
+            # it would fill device= only after the simulation let the call through, and a CPU-only torch cannot
+            # make a CUDA tensor. Fill it here, as it would, so the simulation places the tensor.
+            kwargs = {**kwargs, "device": default}
         if name not in _WATCHED and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
