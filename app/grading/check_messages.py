@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 
 from app.grading.facts import at
+from app.grading.syntax import syntax_tree
 from app.grading.verdict import CheckResult
 
 # the check that reports a crash as such: others may share its line and still explain the crash
@@ -76,9 +77,8 @@ def _sentences_once(results: list[CheckResult]) -> list[CheckResult]:
 
 def unreachable_after(code: str | None) -> dict[int, tuple[int, int, str]]:
     """Map each line that ends its block early (`return`, `raise`, ...) to the lines after it that never run."""
-    try:
-        tree = ast.parse(code or "")
-    except (SyntaxError, ValueError):
+    tree = syntax_tree(code)
+    if tree is None:
         return {}
     ends: dict[int, tuple[int, int, str]] = {}
     for node in ast.walk(tree):

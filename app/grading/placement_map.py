@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.grading.syntax import syntax_tree
+
 Event = Literal["to_device", "to_host", "sync", "mismatch", "created_on_device"]
 # entries in one verdict; the harness keeps 400, a page shows far fewer lines of code
 ENTRIES_SHOWN = 200
@@ -53,9 +55,8 @@ class PlacementTotals(BaseModel):
 
 def loop_lines(code: str | None) -> set[int]:
     """The lines inside the body of a `for` or `while` loop (or a comprehension) of the learner's code."""
-    try:
-        tree = ast.parse(code or "")
-    except (SyntaxError, ValueError):
+    tree = syntax_tree(code)
+    if tree is None:
         return set()
     lines: set[int] = set()
     for node in ast.walk(tree):
@@ -72,9 +73,8 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
 
     A tensor made on a device, or a model moved there, has no name yet when the harness sees it (the assignment
     comes after the call); its line's assignment names it."""
-    try:
-        tree = ast.parse(code or "")
-    except (SyntaxError, ValueError):
+    tree = syntax_tree(code)
+    if tree is None:
         return {}
     names: dict[int, list[str]] = {}
     for node in ast.walk(tree):
@@ -90,9 +90,8 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
 
 def moved_names(code: str | None) -> dict[int, list[str]]:
     """Per line, the expressions copied with `.to()`/`.cuda()`/`.cpu()` (`self.mean.to(x.device)`: self.mean)."""
-    try:
-        tree = ast.parse(code or "")
-    except (SyntaxError, ValueError):
+    tree = syntax_tree(code)
+    if tree is None:
         return {}
     out: dict[int, list[str]] = {}
     for node in ast.walk(tree):

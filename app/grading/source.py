@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from app.grading.placement_map import loop_lines
+from app.grading.syntax import syntax_tree
 
 # device strings a learner hard-codes for an accelerator
 ACCELERATOR_LITERALS = ("cuda", "mps")
@@ -19,10 +20,7 @@ SYNC_CALLS = ("item", "tolist", "cpu", "numpy")
 
 
 def _tree(code: str | None) -> ast.Module | None:
-    try:
-        return ast.parse(code or "")
-    except (SyntaxError, ValueError):
-        return None
+    return syntax_tree(code)
 
 
 def _is_accelerator_literal(node: ast.AST) -> bool:

@@ -36,6 +36,7 @@ from app.harness import plain as _plain
 from app.harness import session as _session
 from app.harness import stdio as _stdio
 from app.harness.contract import JobPayload, SimulatedHost
+from app.harness.machine import chrome_trace as _chrome_trace
 from app.harness.machine import clock as _clock
 from app.harness.wording import wording as _wording
 
@@ -75,7 +76,8 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     status = _plain.run_plain(code, filename)
     _stdio.flush_streams()
     if tracing:  # ... but `course run --trace`'s: the simulated clock's timeline (unauthenticated: a local tool's)
-        _grade.write_json(report_fd, {"chrome_trace": _clock.chrome_trace() if _clock.CLOCK.active else None})
+        trace = _chrome_trace.timeline(_clock.CLOCK) if _clock.CLOCK.active else None
+        _grade.write_json(report_fd, {"chrome_trace": trace})
     return status
 
 

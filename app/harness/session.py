@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from app.harness.contract import PLAIN_CPU, JobPayload, SimulatedHost
+from app.harness.machine import profiler
 from app.harness.machine.builds import Availability
 from app.harness.machine.checkpoints import Checkpoints
 from app.harness.machine.clock import CLOCK
@@ -78,5 +79,6 @@ def prepare(payload: JobPayload, filename: str, *, grading: bool) -> Session:
         CLOCK.configure(host.clock)
         CLOCK.line_finder = lambda: getattr(tracer.learner_frame(), "f_lineno", None)
         CLOCK.install_clocks(Patches())
+        profiler.install(Patches())  # torch.profiler's CUDA columns and trace on the modeled clock
     return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,
                    availability=availability, tracer=tracer, distributed=distributed)

@@ -16,6 +16,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.grading.facts import compiles
+from app.grading.syntax import syntax_tree
 from app.models import Submission
 
 # why an attempt does not count, as stored in submissions.uncounted, and how the dashboard names it
@@ -26,10 +27,14 @@ def normalized(code: str) -> str:
     """The code as compared: its syntax tree, so that comments, blank lines and spacing are not new code (five runs
     of `pass` with a different comment each are one attempt). Code that does not parse is compared as text, with
     trailing blanks and blank lines at either end dropped."""
+    tree = syntax_tree(code, "main.py")
     try:
-        return "ast:" + ast.dump(ast.parse(code, "main.py"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or nested past the parser
-        return "text:" + "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
+        if tree is not None:
+            return "ast:" + ast.dump(tree)
+    except RecursionError:  # parsed, but nested too deep to print
+        pass
+    # not Python, or nested past the parser
+    return "text:" + "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
 
 
 def digest(code: str) -> str:

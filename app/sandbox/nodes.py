@@ -45,6 +45,11 @@ RANK_FDS = 3  # stdout, stderr, channel: the write ends of the rank's pipes
 HOLD = "/dev/.held{}"
 
 
+# the tmpfs each machine has of its own, as two real machines do, with the extra mount flags the job's root gives
+# it (isolation.py mounts /dev/shm noexec); what one machine's ranks write there the other's do not see
+MACHINE_TMPFS = (("/tmp", 0), ("/var/tmp", 0), ("/dev/shm", isolation.MS_NOEXEC))
+
+
 def fork_keepers(tmpfs_bytes: int, plan: isolation.RootPlan) -> tuple[int | None, dict[int, socket.socket]]:
     """Fork the machine keepers; call as root in the job's namespaces, after its root is built.
 
@@ -66,7 +71,7 @@ def fork_keepers(tmpfs_bytes: int, plan: isolation.RootPlan) -> tuple[int | None
 
 
 def _own_machine(node: int, tmpfs_bytes: int, plan: isolation.RootPlan) -> None:
-    """In keeper g: a mount namespace with its own /tmp and /var/tmp, and a UTS namespace named node<g>.
+    """In keeper g: a mount namespace with its own /tmp, /var/tmp and /dev/shm, and a UTS namespace named node<g>.
 
     What the job's root bound under /tmp or /var/tmp (a checkout and its venv in /tmp, as a clean clone in CI may
     be) is bound again over the fresh tmpfs, read-only as before; the fresh tmpfs would hide it, and the ranks'
@@ -74,8 +79,8 @@ def _own_machine(node: int, tmpfs_bytes: int, plan: isolation.RootPlan) -> None:
     isolation.unshare(isolation.CLONE_NEWNS | isolation.CLONE_NEWUTS)
     under = [p for p in [*plan.dirs, *plan.files] if p.startswith(("/tmp/", "/var/tmp/"))]
     held = isolation.hold_binds(under, HOLD.format(node)) if under else []
-    for path in ("/tmp", "/var/tmp"):
-        isolation.mount("tmpfs", path, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
+    for path, flags in MACHINE_TMPFS:
+        isolation.mount("tmpfs", path, "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV | flags,
                         f"size={tmpfs_bytes},mode=1777")
     if under:
         isolation.restore_binds(held, HOLD.format(node))

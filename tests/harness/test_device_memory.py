@@ -141,7 +141,10 @@ def test_a_tensor_too_large_for_the_job_keeps_no_values_and_says_so(tmp_path: Pa
     tail = "values of tensors this large are not simulated here; a real GPU computes them"
     assert lines[2] == ("cannot read its values: this tensor on cuda:0 has shape [8192, 8192] (float32, 256.00 MiB); "
                         f"{tail}")
-    assert lines[3] == f"cannot read its values: this tensor on cuda:0 has shape [] (float32, 4 bytes); {tail}"
+    # a 0-d result is not large: it is told where its values went
+    assert lines[3] == ("cannot read its values: this tensor on cuda:0 has shape [] (float32, 4 bytes); it was "
+                        "computed from tensors whose values are not simulated here (too large for this job's memory); "
+                        "a real GPU computes them")
     assert lines[4] == ("cannot copy its values to the host: this tensor on cuda:0 has shape [8192, 8192] (float32, "
                         f"256.00 MiB); {tail}")
     assert lines[5].startswith("cannot read its values: this tensor on cuda:0 has shape [8192] (float32, 32.00 KiB)")

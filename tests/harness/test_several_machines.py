@@ -94,23 +94,25 @@ def test_two_machines_of_one_gpu_each_may_both_use_cuda_0(sandbox):
     assert {k: v[0] for k, v in by_machine(r.stdout).items()} == {(0, 0): "2.0", (1, 0): "2.0"}
 
 
-def test_each_machine_has_its_own_tmp_and_host_name(sandbox):
-    """A checkpoint machine 1 writes to /tmp is not on machine 0 (each machine's keeper mounts its own tmpfs,
-    app/sandbox/nodes.py); the ranks of one machine share theirs."""
+def test_each_machine_has_its_own_tmp_shm_and_host_name(sandbox):
+    """A checkpoint machine 1 writes to /tmp is not on machine 0, nor a file in /dev/shm (each machine's keeper
+    mounts its own tmpfs, app/sandbox/nodes.py); the ranks of one machine share theirs."""
     code = ("import os, socket, torch, torch.distributed as dist\n"
             "dist.init_process_group('gloo')\n"
             "if os.environ['LOCAL_RANK'] == '0':\n"
             "    torch.save({'w': 1}, f\"/tmp/ckpt-{os.environ['GROUP_RANK']}.pt\")\n"
             "    open('here.txt', 'w').write(os.environ['GROUP_RANK'])\n"
+            "    open(f\"/dev/shm/seg-{os.environ['GROUP_RANK']}\", 'w').write('x')\n"
             "dist.barrier()\n"
             # what the job wrote (a checkout under /tmp, as a clean clone may be, is bound there read-only too)
             "print(sorted(n for n in os.listdir('/tmp') if n.endswith(('.pt', '.txt'))), open('here.txt').read(),"
-            " socket.gethostname(), os.getcwd())\n"
+            " socket.gethostname(), os.getcwd(), os.listdir('/dev/shm'))\n"
             "dist.destroy_process_group()\n")
     r = run_machines(sandbox, code)
     assert r.status == "ok", r.stderr
     assert {key: lines[0] for key, lines in by_machine(r.stdout).items()} == {
-        (node, local): f"['ckpt-{node}.pt', 'here.txt'] {node} node{node} /tmp" for node in (0, 1) for local in (0, 1)}
+        (node, local): f"['ckpt-{node}.pt', 'here.txt'] {node} node{node} /tmp ['seg-{node}']"
+        for node in (0, 1) for local in (0, 1)}
 
 
 def test_the_machine_keepers_protocol_matches_the_launchers():

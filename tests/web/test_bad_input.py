@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from app.web.routes.comments import MAX_ID
+from tests.helpers import parse_sse
 
 EXERCISE = "same-device"
 SUBMIT = f"/api/exercises/{EXERCISE}/submissions"
@@ -45,6 +46,21 @@ def test_code_over_the_limit_is_413_naming_size_and_limit(client, settings):
     assert response.status_code == 413
     message = detail(response)
     assert f"the limit is {settings.sandbox_source_bytes // 1024} KiB" in message and "Shorten it" in message
+
+
+def test_code_nested_past_the_parser_gets_a_verdict_not_a_server_error(client):
+    # `not not ... x` 5000 deep: ast.parse raises RecursionError while building the tree (CPython 3.11), which the
+    # grader's source readers (placement map, check messages, the attempt digest) must take as "not Python"
+    code = "x = " + "not " * 5000 + "True\nprint(x)\n"
+
+    response = client.post(SUBMIT, json={"code": code})
+
+    assert response.status_code == 202, response.text
+    events = parse_sse(client.get(f"/api/submissions/{response.json()['id']}/events").text)
+    assert events[-1][0] == "verdict", events[-3:]
+    verdict = events[-1][1]
+    runs = next(check for check in verdict["checks"] if check["id"] == "runs")
+    assert verdict["status"] == "failed" and "RecursionError" in runs["message"], verdict
 
 
 def test_code_that_is_not_utf8_is_400(client):

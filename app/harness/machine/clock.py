@@ -184,6 +184,9 @@ class DeviceClock:
         self.trace: list[tuple] = []  # (row, name, start s, duration s, line, kind)
         self.step_ends: list[float] = []  # when each optimizer step's work is done (the later of host and GPU)
         self.line: int | None = None  # the learner's line of the op being charged
+        self.call = 0  # traced calls so far (a torch.profiler recording ties device work to the call that made it)
+        # a torch.profiler window being recorded (machine/profiler.py's Recording), else None
+        self.recording = None
 
     # ---------------------------------------------------------------- configuration
     def configure(self, figures: dict | None) -> None:
@@ -232,11 +235,15 @@ class DeviceClock:
         self._depth = 1
         self._touched = False
         self._commit(GAP_FLOOR_S)
+        self.call += 1
+        self._anchor()
         return REAL_PERF()
 
     def leave(self, started) -> None:
         """End of a traced call: if it did device work its time was emulation, which the program does not see;
         otherwise it was the host's own work."""
+        if started is not None:
+            self._anchor()  # the call's end, while it still counts as inside it
         self._depth -= 1
         if started is None:
             return
@@ -282,9 +289,26 @@ class DeviceClock:
         line = self.line
         if line is not None:
             self.by_line[line] = self.by_line.get(line, 0.0) + seconds
-        if len(self.trace) < TRACE_EVENTS_KEPT:
-            self.trace.append((row or s.row, name, start, seconds, line, kind))
+        self._note((row or s.row, name, start, seconds, line, kind))
         return start, end
+
+    def _note(self, entry: tuple) -> None:
+        """One event of the timeline: kept for the run's Chrome trace, and for a torch.profiler window."""
+        if len(self.trace) < TRACE_EVENTS_KEPT:
+            self.trace.append(entry)
+        if self.recording is not None:
+            self.recording.note(entry, self.call if self._depth else None)
+
+    def _anchor(self) -> None:
+        """Tell a torch.profiler window where the host's modeled time stands now (machine/profiler.py maps the
+        profiler's real timestamps onto the modeled clock between these points)."""
+        if self.recording is not None:
+            self.recording.anchor(self.host, self.call if self._depth else None)
+
+    def _runtime(self, api: str, start: float) -> None:
+        """A host-side CUDA runtime call from start to now (a sync), for a torch.profiler window."""
+        if self.recording is not None:
+            self.recording.runtime(api, start, self.host, self.call if self._depth else None)
 
     # ---------------------------------------------------------------- charging work
     def peak(self, dtype) -> float:
@@ -360,17 +384,19 @@ class DeviceClock:
             device, asynchronous, rate, kind = src, True, f["gpu_link_bytes_per_s"] or f["memory_bandwidth"], "d2d"
         seconds = KERNEL_FLOOR_S + nbytes / rate
         s = self.stream(device)
-        _, end = self._queue(s, seconds, f"copy {kind} {nbytes / (1 << 20):.1f} MiB", "copy",
+        memory = "" if kind == "d2d" else " pinned" if (pinned or asynchronous) else " pageable"
+        _, end = self._queue(s, seconds, f"copy {kind} {nbytes / (1 << 20):.1f} MiB{memory}", "copy",
                              row=f"{device} copy engine")
         self.copy_time += seconds
         self._advance(LAUNCH_S)
         if not asynchronous:  # the host waits for the copy (and everything queued before it)
+            started = self.host
             self._wait_until(end, count=True)
+            self._runtime("cudaStreamSynchronize", started)
 
     def mark(self, s: Stream, name: str, when: float) -> None:
         """A zero-length mark on a stream's row (an event recorded there)."""
-        if len(self.trace) < TRACE_EVENTS_KEPT:
-            self.trace.append((s.row, name, when, 0.0, self.line, "mark"))
+        self._note((s.row, name, when, 0.0, self.line, "mark"))
 
     # ---------------------------------------------------------------- syncs
     def _wait_until(self, when: float, *, count: bool) -> None:
@@ -381,9 +407,10 @@ class DeviceClock:
             self.host_wait += wait
             if self.line is not None:
                 self.waits_by_line[self.line] = self.waits_by_line.get(self.line, 0.0) + wait
+            self._anchor()
             self._advance(wait)
-            if len(self.trace) < TRACE_EVENTS_KEPT:
-                self.trace.append(("host", "wait for GPU", self.host - wait, wait, self.line, "sync"))
+            self._anchor()
+            self._note(("host", "wait for GPU", self.host - wait, wait, self.line, "sync"))
 
     def sync(self, device: str | None = None, *, read: bool = False, line: int | None = None) -> None:
         """The host waits for every stream of `device` (all devices when None) to drain; a read of a value then
@@ -397,10 +424,14 @@ class DeviceClock:
         self._touched = True
         self.line = line if line is not None else self.line_finder()
         ready = max((s.ready for (d, _), s in self.streams.items() if device is None or d == device), default=0.0)
+        started = self.host
+        self._anchor()
         self._wait_until(ready, count=False)
         self._advance(SYNC_S)
-        if len(self.trace) < TRACE_EVENTS_KEPT:
-            self.trace.append(("host", "sync", self.host, 0.0, line, "sync_mark"))
+        self._anchor()
+        # torch.cuda.synchronize() waits for the whole device; a value's read waits for its stream
+        self._runtime("cudaDeviceSynchronize" if outside else "cudaStreamSynchronize", started)
+        self._note(("host", "sync", self.host, 0.0, line, "sync_mark"))
         if outside:
             self._cpu_mark = _cpu()
 
@@ -408,15 +439,20 @@ class DeviceClock:
         """torch.cuda.synchronize() and the like: wait for every GPU."""
         self.sync(None)
 
-    def wait_for(self, when: float) -> None:
-        """Event.synchronize(): the host waits until that point of the timeline."""
+    def wait_for(self, when: float, api: str = "cudaEventSynchronize") -> None:
+        """Event.synchronize() (Stream.synchronize(): api "cudaStreamSynchronize"): the host waits until that point
+        of the timeline."""
         self.count += 1
         if self.active:
             outside = not self._depth
             if outside:
                 self._commit(GAP_FLOOR_S)
             self.line = self.line_finder()
+            started = self.host
+            self._anchor()
             self._wait_until(when, count=False)
+            self._anchor()
+            self._runtime(api, started)
             if outside:
                 self._cpu_mark = _cpu()
 
@@ -436,9 +472,12 @@ class DeviceClock:
 
     def sleep(self, seconds) -> None:
         """time.sleep stays real, and the host's clock moves on by what was asked."""
+        self._commit(0.0)
+        self._anchor()
         REAL_SLEEP(seconds)
         self._commit(0.0)
         self.host += max(0.0, float(seconds))
+        self._anchor()
 
     def install_clocks(self, patches) -> None:
         """Replace the program's clocks with ones that read the host's modeled time."""
@@ -475,29 +514,3 @@ class DeviceClock:
 
 
 CLOCK = DeviceClock()
-
-
-
-def chrome_trace(clock: DeviceClock = CLOCK, limit: int = TRACE_EVENTS_KEPT) -> dict:
-    """The run's timeline as a Chrome trace (chrome://tracing, Perfetto): one row for the host, one per stream and
-    copy engine; kernels and copies as spans, the host's waits as spans and each sync as a marked instant."""
-    rows: dict[str, int] = {"host": 0}
-    events: list[dict] = []
-    for row, name, start, duration, line, kind in clock.trace[:limit]:
-        tid = rows.setdefault(row, len(rows))
-        args = {"line": line} if line is not None else {}
-        if kind in ("sync_mark", "mark"):
-            events.append({"name": name, "ph": "i", "s": "t", "pid": 0, "tid": tid, "ts": round(start * 1e6, 3),
-                           "cat": kind, "args": args})
-        else:
-            events.append({"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": round(start * 1e6, 3),
-                           "dur": round(duration * 1e6, 3), "cat": kind, "args": args})
-    machine = (clock.figures or {}).get("machine") or "simulated GPU"
-    meta = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": f"modeled for {machine}"}}]
-    meta += [{"name": "thread_name", "ph": "M", "pid": 0, "tid": tid, "args": {"name": row}}
-             for row, tid in rows.items()]
-    meta += [{"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": tid, "args": {"sort_index": tid}}
-             for tid in rows.values()]
-    return {"traceEvents": meta + events, "displayTimeUnit": "ms",
-            "otherData": {"machine": machine, "modeled": True, "timeline": clock.summary(),
-                          "events_kept": min(len(clock.trace), limit)}}

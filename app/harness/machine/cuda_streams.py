@@ -65,7 +65,7 @@ class Stream:
         return False  # no CUDA graph is ever being captured
 
     def synchronize(self) -> None:
-        CLOCK.wait_for(self._queue().ready if CLOCK.active else 0.0)
+        CLOCK.wait_for(self._queue().ready if CLOCK.active else 0.0, "cudaStreamSynchronize")
 
     def wait_event(self, event) -> None:
         event.wait(self)

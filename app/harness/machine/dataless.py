@@ -40,9 +40,11 @@ def is_dataless(t: torch.Tensor) -> bool:
     return "_pt_nodata" in t.__dict__
 
 
-def mark(t: torch.Tensor) -> None:
-    """Say t's values are not simulated (it is meta, or an op wrote unknown values into it)."""
-    t.__dict__["_pt_nodata"] = True
+def mark(t: torch.Tensor, why: str = "derived") -> None:
+    """Say t's values are not simulated, and why (a key of messages.NO_VALUES_BECAUSE): it is too large ("large"),
+    it came once the GPU's tensors with values filled the job's budget ("budget"), or an op computed or wrote it
+    from tensors without values ("derived")."""
+    t.__dict__["_pt_nodata"] = why
 
 
 def any_dataless(tensors) -> bool:
@@ -57,7 +59,9 @@ def refuse(t: torch.Tensor, device: str, what: str = "cannot read its values") -
     """The error for reading a data-less tensor's values."""
     with torch._C.DisableTorchFunction():
         shape, dtype, nbytes = tuple(t.shape), t.dtype, t.numel() * t.element_size()
-    return messages.ValuesNotSimulatedError(shape, dtype, nbytes, device, what)
+    why = t.__dict__.get("_pt_nodata")
+    return messages.ValuesNotSimulatedError(shape, dtype, nbytes, device, what,
+                                            why if why in messages.NO_VALUES_BECAUSE else "derived")
 
 
 def adopt(t: torch.Tensor, new: torch.Tensor) -> bool:
@@ -155,8 +159,9 @@ def _restore(out, twins: dict):
     return out
 
 
-def run(func, name: str, args, kwargs, device_of):
-    """Run a call that meets a data-less tensor on meta twins; its outputs (and what it wrote into) are data-less."""
+def run(func, name: str, args, kwargs, device_of, why: str = "derived"):
+    """Run a call that meets a data-less tensor (or comes past the job's budget: why="budget") on meta twins; its
+    outputs (and what it wrote into) are data-less."""
     twins: dict = {}
     targets = _targets(name, args, kwargs)
     try:
@@ -167,13 +172,13 @@ def run(func, name: str, args, kwargs, device_of):
             raise refuse(first, device_of(first), f"{name}() needs its values") from None
         raise
     for t in targets:
-        mark(t)
+        mark(t, why)
     out = _restore(out, twins)
     for t in _tensors(out):
         with torch._C.DisableTorchFunction():
             meta = t.is_meta
         if meta:
-            mark(t)
+            mark(t, why)
     return out
 
 

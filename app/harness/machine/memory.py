@@ -145,9 +145,12 @@ class Memory:
         entry = self.live.get(key) if key is not None else None
         return entry[3] if entry else None
 
-    def wants_dataless(self, nbytes: int, host) -> bool:
-        """True when a new GPU tensor of nbytes should be kept without values (too large for the job's memory)."""
-        return nbytes >= host.dataless_tensor_bytes or self.host_bytes + nbytes > host.device_data_bytes
+    def dataless_reason(self, nbytes: int, host) -> str | None:
+        """Why a new GPU tensor of nbytes is kept without values (a key of messages.NO_VALUES_BECAUSE: "large",
+        "budget"), or None when it keeps its values."""
+        if nbytes >= host.dataless_tensor_bytes:
+            return "large"
+        return "budget" if self.host_bytes + nbytes > host.device_data_bytes else None
 
     def over_budget(self, host) -> bool:
         """True once the GPU tensors with values hold the job's budget of host memory (Host.device_data_bytes)."""

@@ -99,7 +99,7 @@ class Simulation:
         def parameter_new(cls, data=None, requires_grad=True):
             param = _ORIG_PARAMETER_NEW(cls, data, requires_grad)
             if isinstance(data, torch.Tensor) and "_pt_nodata" in data.__dict__:
-                dataless.mark(param)
+                dataless.mark(param, data.__dict__["_pt_nodata"])
             if isinstance(data, torch.Tensor) and data.__dict__.get("_pt_dev"):
                 sim.set_label(param, data._pt_dev)  # nn.Linear(..., device="cuda") builds its weight this way
             return param
@@ -165,14 +165,18 @@ class Simulation:
         if ins is None:
             ins = tensors_in((args, kwargs))
         # past the job's budget for GPU tensors with values, results are kept without values too
-        valueless = dataless.any_dataless(ins) or (
-            name not in dataless.NO_NEW_MEMORY and self.memory.over_budget(self.devices.host))
+        if dataless.any_dataless(ins):
+            valueless = "derived"  # why its results have no values (dataless.mark)
+        elif name not in dataless.NO_NEW_MEMORY and self.memory.over_budget(self.devices.host):
+            valueless = "budget"
+        else:
+            valueless = None
         kind = autocast.active()
         if kind and name in autocast.WATCHED:
             args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator, kind)
             ins = tensors_in((args, kwargs))  # the cast tensors from here on
         if valueless:
-            return dataless.run(func, name, args, kwargs, self.device_of)
+            return dataless.run(func, name, args, kwargs, self.device_of, why=valueless)
         if name in RANDOM_WITH_GENERATOR or name in RANDOM_WITHOUT_GENERATOR:
             label = next((t.__dict__["_pt_dev"] for t in tensors_in(args) if t.__dict__.get("_pt_dev")), None)
             if label:
@@ -247,10 +251,10 @@ class Simulation:
             for t in tensors_in(out) if pinned else ():
                 t._pt_pinned = True
             return self._finish(func, name, args, kwargs, out, propagate=False)
-        planned = self._plan_factory(func, args, kwargs, target)
+        planned, why = self._plan_factory(func, args, kwargs, target)
         if planned is not None:  # too large to keep values: the meta result is the tensor
             for t in tensors_in(planned):
-                dataless.mark(t)
+                dataless.mark(t, why)
                 self.set_label(t, target)
             self.note_placement(target)
             return self._finish(func, name, args, kwargs, planned, propagate=False)
@@ -268,7 +272,8 @@ class Simulation:
 
     def _plan_factory(self, func, args, kwargs, target: str):
         """Size a factory's result on meta first: raise the card's out-of-memory error before any host memory is
-        touched; return the meta result when it is too large to keep values, else None (make it for real)."""
+        touched; return the meta result and why it keeps no values (memory.dataless_reason) when it is kept
+        without values, else (None, None): make it for real."""
         meta_kwargs = {k: v for k, v in kwargs.items() if k not in ("generator", "pin_memory")}
         meta_kwargs["device"] = "meta"
         try:
@@ -277,11 +282,10 @@ class Simulation:
                 outs = tensors_in(out)
                 nbytes = sum(t.untyped_storage().nbytes() for t in outs)
         except Exception:  # no meta kernel, or arguments torch refuses: the real call raises torch's own error
-            return None
+            return None, None
         self.memory.preflight(target, nbytes)
-        if outs and nbytes and self.memory.wants_dataless(nbytes, self.devices.host):
-            return out
-        return None
+        why = self.memory.dataless_reason(nbytes, self.devices.host) if outs and nbytes else None
+        return (out, why) if why else (None, None)
 
     def _finish(self, func, name, args, kwargs, out, propagate=True):
         if propagate:
@@ -356,10 +360,11 @@ class Simulation:
         if label != "cpu" and (copy or dtype != src.dtype):
             nbytes = src.numel() * dtype.itemsize
             self.memory.preflight(label, nbytes)
-            if valueless or self.memory.wants_dataless(nbytes, self.devices.host):
+            why = "derived" if valueless else self.memory.dataless_reason(nbytes, self.devices.host)
+            if why:
                 base = src if valueless else dataless.lift(src)
                 out = _ORIG_TENSOR_TO(base, "meta", dtype=dtype, copy=True, memory_format=memory_format)
-                dataless.mark(out)
+                dataless.mark(out, why)
                 return out
         if valueless:  # same device, same dtype, no copy: the tensor itself
             return _ORIG_TENSOR_TO(src, "meta", dtype=dtype, copy=copy, memory_format=memory_format)

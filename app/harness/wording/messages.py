@@ -72,10 +72,20 @@ class ValuesNotSimulatedError(RuntimeError):
 
     __module__ = "builtins"
 
-    def __init__(self, shape, dtype, nbytes: int, device: str, what: str = "cannot read its values"):
+    def __init__(self, shape, dtype, nbytes: int, device: str, what: str = "cannot read its values",
+                 why: str = "large"):
         kind = str(dtype).replace("torch.", "")
         super().__init__(f"{what}: this tensor on {device} has shape {list(shape)} ({kind}, {_size(nbytes)}); "
-                         "values of tensors this large are not simulated here; a real GPU computes them")
+                         f"{NO_VALUES_BECAUSE[why]}; a real GPU computes them")
+
+
+# why a simulated GPU tensor has no values (dataless.mark), as the refusal says it: a 0-d loss of a large model is
+# not itself large, so it is told where its values went
+NO_VALUES_BECAUSE = {
+    "large": "values of tensors this large are not simulated here",
+    "budget": "values of new tensors are not simulated here once the GPU's tensors with values fill this job's memory",
+    "derived": "it was computed from tensors whose values are not simulated here (too large for this job's memory)",
+}
 
 
 def _size(nbytes: int) -> str:
