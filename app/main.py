@@ -26,6 +26,7 @@ from app.lti import passback
 from app.runner.base import Runner
 from app.runner.local import LocalRunner
 from app.submissions import regrade
+from app.submissions.block_runs import BlockRuns
 from app.submissions.hub import Hub
 from app.submissions.live import LiveHub, fail_interrupted
 from app.submissions.tier_hub import CeleryHub
@@ -40,6 +41,7 @@ from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, Identit
 from app.web.routes import (
     account,
     auth,
+    blocks,
     classroom,
     comments,
     downloads,
@@ -122,7 +124,7 @@ def settle_unfinished(db: Database) -> None:
 
 
 ROUTERS = (lessons.router, auth.router, account.router, reset.router, comments.router, progress.router,
-           exercises.router, machines.router, instructor.router, classroom.router, moderation.router,
+           exercises.router, machines.router, blocks.router, instructor.router, classroom.router, moderation.router,
            openapi_pages.router, downloads.router, lti.router)
 
 
@@ -180,6 +182,7 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
         app.state.runner = chosen.runner(settings)
         await app.state.runner.start()
         app.state.live = chosen.hub(db, app.state.runner)
+        app.state.block_runs = BlockRuns(app.state.runner)  # lesson blocks run in the page: nothing is stored
         # warm the sandbox and a first graded job in the background: pages answer at once, /readyz once warm
         # (the test suite's apps start many and run little: their sandbox starts with the first job, unwarmed)
         app.state.readiness = readiness.plan(app.state.course, app.state.runner, warm=settings.env != "test",
@@ -198,6 +201,7 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
             with suppress(asyncio.CancelledError):
                 await sender
             try:
+                await app.state.block_runs.close()
                 await app.state.live.close()
             finally:
                 await app.state.runner.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -32,9 +33,21 @@ def collect_errors(course: Course, settings: Settings, run: bool, grade: bool) -
     errors = sorted(course.errors, key=lambda e: (str(e.path), e.line))
     if run:
         errors += run_runnable_blocks(course)
+        errors += asyncio.run(_blocks_on_h100(course, settings))
     if grade:
         errors += check_loaded(course.exercises.values(), settings)
     return errors
+
+
+async def _blocks_on_h100(course: Course, settings: Settings) -> list[ContentError]:
+    """Every runnable block on the simulated H100, in the sandbox as a learner's Run in the page runs it."""
+    from app.main import open_runner  # the runner COURSE_RUNNER names (imported late: it is the whole site)
+    from app.submissions.block_runs import check_blocks_on
+
+    if not runnable_blocks(course):
+        return []
+    async with open_runner(settings) as runner:
+        return await check_blocks_on(course, runner, "h100")
 
 
 def _check_one_exercise(folder: Path, no_grade: bool) -> None:
@@ -59,7 +72,8 @@ def _check_one_exercise(folder: Path, no_grade: bool) -> None:
 @click.argument("path", required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--exercises", "exercises_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Exercise folders (default: exercises/ beside the lessons, else COURSE_EXERCISES_DIR).")
-@click.option("--no-run", is_flag=True, help="Do not run the lessons' runnable code blocks.")
+@click.option("--no-run", is_flag=True, help="Do not run the lessons' runnable code blocks (on the CPU and on the "
+                                             "simulated H100) nor compare their ```output blocks.")
 @click.option("--no-grade", is_flag=True, help="Do not grade exercise solutions and wrong answers in the sandbox.")
 def check(path: Path | None, exercises_dir: Path | None, no_run: bool, no_grade: bool) -> None:
     """Check lessons and exercises; print `file:line: what to fix` per problem, exit 1 on any. PATH may also be
@@ -76,5 +90,5 @@ def check(path: Path | None, exercises_dir: Path | None, no_run: bool, no_grade:
     if errors:
         click.echo(f"{len(errors)} problem(s) found", err=True)
         sys.exit(1)
-    ran = "" if no_run else f", {len(runnable_blocks(course))} runnable block(s) ran on CPU"
+    ran = "" if no_run else f", {len(runnable_blocks(course))} runnable block(s) ran on a CPU and the simulated H100"
     click.echo(f"ok: {len(course.lessons)} lesson(s), {len(course.exercises)} exercise(s){ran}")

@@ -43,7 +43,8 @@ from app.harness.machine.machines import MachineError
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="OUT.json",
               help="Write the simulated GPU's modeled timeline to OUT.json as a Chrome trace (chrome://tracing, "
-                   "ui.perfetto.dev): a row for the host, one per stream and copy engine, syncs marked.")
+                   "ui.perfetto.dev): a row for the host, one per stream, copy engine and NCCL stream, syncs "
+                   "marked; with several ranks, a process per rank.")
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
         nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool, trace_path: Path | None) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
@@ -69,8 +70,6 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
     except (MachineError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     named = {"torchrun": None, "accelerate": "accelerate-cpu" if accelerate_cpu else "accelerate"}[launcher]
-    if trace_path is not None and nproc * nnodes > 1:
-        raise click.UsageError("--trace records one process's timeline: give it without --nproc/--nnodes")
     job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes, launcher=named,
               trace=trace_path is not None)
     result = asyncio.run(_run(job, settings, on_output=None if as_json else echo_output))
@@ -96,9 +95,11 @@ def _write_trace(path: Path, report: dict | None) -> None:
         return
     path.write_text(json.dumps(trace), encoding="utf-8")
     rows = sum(1 for e in trace.get("traceEvents", []) if e.get("name") == "thread_name")
-    echo(f"course run: wrote {path} ({len(trace['traceEvents']) - 2 * rows - 1} events on {rows} rows, modeled "
-         f"for {trace.get('otherData', {}).get('machine')}); open it in ui.perfetto.dev or chrome://tracing",
-         err=True)
+    events = sum(1 for e in trace.get("traceEvents", []) if e.get("ph") != "M")
+    ranks = trace.get("otherData", {}).get("ranks")
+    echo(f"course run: wrote {path} ({events} events on {rows} rows{f' of {ranks} ranks' if ranks else ''}, "
+         f"modeled for {trace.get('otherData', {}).get('machine')}); open it in ui.perfetto.dev or "
+         "chrome://tracing", err=True)
 
 
 async def _run(job, settings, on_output):

@@ -6,7 +6,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.content.markdown import Facts, Heading, parse, render_tokens, split_parts
+from app.content.markdown import NOT_IN_SANDBOX_FLAG, CodeBlock, Facts, Heading, parse, render_tokens, split_parts
 from app.content.schema import ContentError, LessonMeta
 from app.content.yaml_errors import parse_mapping, validate
 
@@ -36,6 +36,19 @@ class Lesson:
     @property
     def anchors(self) -> set[str]:
         return {h.id for h in self.facts.headings}
+
+    @property
+    def runnable_blocks(self) -> list[CodeBlock]:
+        """The blocks marked runnable that run in the page, in page order: block N of the page (`id="block-N"`,
+        its Run) is the N-th. Those marked `not-in-sandbox` are left out (tested on the CPU only, no Run)."""
+        return [block for block in self.facts.code_blocks if block.runnable and NOT_IN_SANDBOX_FLAG not in block.flags]
+
+    def runnable_block(self, number: str) -> CodeBlock | None:
+        """Runnable block `number` ("1" is the first), or None when the lesson has no such block."""
+        blocks = self.runnable_blocks
+        if not (number.isascii() and number.isdigit()) or not 0 < int(number) <= len(blocks):
+            return None
+        return blocks[int(number) - 1]
 
     def placed_exercises(self) -> list[str]:
         """Return the exercise slugs placed by `{exercise}` directives, in page order."""

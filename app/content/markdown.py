@@ -6,7 +6,13 @@ Two fenced-block extensions:
 
 - ```` ```{exercise} same-device ```` places an exercise panel (MyST-style directive); the renderer leaves a
   marker that `split_parts` turns into a separate part, so the panel stays a live template.
-- ```` ```python runnable ```` marks a block that `course check` and the tests run on a CPU-only machine.
+- ```` ```python runnable ```` marks a block that `course check` and the tests run on a CPU-only machine and on the
+  simulated H100, and that learners run in the page (a Run button and a "Run on" picker under it): the renderer
+  numbers those blocks 1, 2, ... (`id="block-N"`) and leaves a marker after each that `split_parts` turns into a
+  ("block", "N") part, rendered by templates/lessons/_block_run.html.
+  ```` ```python runnable not-in-sandbox ```` is tested on the CPU only and has no Run (NOT_IN_SANDBOX_FLAG).
+- ```` ```output ```` after a runnable block says what it prints (```` ```output h100 ```` on one H100 only,
+  ```` ```output cpu ```` on the CPU only); `course check` compares (app/content/runnable.py).
 
 An image alone in its paragraph, `![alt text](/static/figures/name.svg "caption")`, becomes a figure: `<figure>`
 with the image and, when the image has a title, that title (Markdown allowed) as its `<figcaption>`.
@@ -30,8 +36,15 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 DIRECTIVE = re.compile(r"^\{(?P<name>[a-z][a-z0-9-]*)\}\s*(?P<arg>.*)$")
-EXERCISE_MARKER = re.compile(r"<!--exercise:([a-z0-9-]+)-->\n?")
+PART_MARKER = re.compile(r"<!--(exercise|block):([a-z0-9-]+)-->\n?")
 RUNNABLE_FLAG = "runnable"
+# a runnable block the page's sandbox cannot run (worker processes that pass tensors over sockets, a process group
+# in one job: the sandbox refuses a one-process job's sockets), or that the simulated GPU does not carry yet:
+# `course check` runs it on the CPU only, and the page offers no Run for it
+NOT_IN_SANDBOX_FLAG = "not-in-sandbox"
+OUTPUT_LANG = "output"
+# the machines an ```output block may be about, as its flags: the words its label shows
+OUTPUT_MACHINES = {"cpu": "on a CPU", "h100": "on one H100"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,7 @@ class CodeBlock:
     code: str
     line: int
     runnable: bool
+    flags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -89,10 +103,21 @@ def _render_fence(self, tokens: list[Token], idx: int, options, env) -> str:
             return f"<!--exercise:{html.escape(directive['arg'].strip())}-->\n"
         return ""  # unknown directives are reported by `course check`, never shown
     lang, flags = parse_info(token.info)
+    if lang == OUTPUT_LANG:  # what the block above prints: shown as text, labelled with the machines it is about
+        where = " or ".join(OUTPUT_MACHINES[f] for f in sorted(flags) if f in OUTPUT_MACHINES)
+        label = f'<span class="code-lang">output{html.escape(" " + where if where else "")}</span>'
+        return (f'<div class="code-block code-output" data-lang="output"><div class="code-head">{label}</div>'
+                f'{highlight_code(token.content, "text")}</div>\n')
     body = highlight_code(token.content, lang)
     label = f'<span class="code-lang">{html.escape(lang)}</span>' if lang else ""
-    if RUNNABLE_FLAG in flags:
-        label += '<span class="code-runnable">runs on CPU, tested</span>'
+    if RUNNABLE_FLAG in flags and NOT_IN_SANDBOX_FLAG in flags:
+        label += '<span class="code-runnable">tested on a CPU; run it on your own machine</span>'
+    elif RUNNABLE_FLAG in flags:
+        # numbered in page order; the marker after it becomes the block's Run controls (split_parts)
+        number = env["runnable"] = env.get("runnable", 0) + 1
+        label += '<span class="code-runnable">tested on a CPU and an H100</span>'
+        return (f'<div class="code-block" id="block-{number}" data-lang="{html.escape(lang or "text")}">'
+                f'<div class="code-head">{label}</div>{body}</div>\n<!--block:{number}-->\n')
     head = f'<div class="code-head">{label}</div>' if label else ""
     return f'<div class="code-block" data-lang="{html.escape(lang or "text")}">{head}{body}</div>\n'
 
@@ -188,7 +213,8 @@ def collect_facts(tokens: list[Token], source: str) -> Facts:
                 facts.directives.append((directive["name"], directive["arg"].strip(), line))
             else:
                 lang, flags = parse_info(tok.info)
-                facts.code_blocks.append(CodeBlock(lang, tok.content, line, RUNNABLE_FLAG in flags))
+                facts.code_blocks.append(CodeBlock(lang, tok.content, line, RUNNABLE_FLAG in flags,
+                                                   frozenset(flags)))
         elif tok.type == "code_block":
             facts.code_blocks.append(CodeBlock("", tok.content, line, False))
         elif tok.type == "inline":
@@ -211,17 +237,17 @@ def parse(source: str) -> tuple[list[Token], Facts]:
 def render_tokens(tokens: list[Token]) -> str:
     """Render parsed tokens to HTML (front matter renders to nothing)."""
     md = markdown()
-    return md.renderer.render(tokens, md.options, {})
+    return md.renderer.render(tokens, md.options, {})  # a fresh env: runnable blocks are numbered from 1
 
 
 def split_parts(rendered: str) -> list[tuple[str, str]]:
-    """Split rendered HTML at exercise markers into ("html", text) and ("exercise", slug) parts."""
+    """Split rendered HTML at markers into ("html", text), ("exercise", slug) and ("block", number) parts."""
     parts: list[tuple[str, str]] = []
     pos = 0
-    for m in EXERCISE_MARKER.finditer(rendered):
+    for m in PART_MARKER.finditer(rendered):
         if rendered[pos:m.start()].strip():
             parts.append(("html", rendered[pos:m.start()]))
-        parts.append(("exercise", m.group(1)))
+        parts.append((m.group(1), m.group(2)))
         pos = m.end()
     if rendered[pos:].strip():
         parts.append(("html", rendered[pos:]))
@@ -236,5 +262,5 @@ def render_inline_markdown(source: str) -> str:
 
 @lru_cache(maxsize=256)
 def render_markdown(source: str) -> str:
-    """Render a short Markdown text (an exercise prompt) to HTML; directives are dropped."""
-    return EXERCISE_MARKER.sub("", render_tokens(markdown().parse(source, {})))
+    """Render a short Markdown text (an exercise prompt) to HTML; directives and block markers are dropped."""
+    return PART_MARKER.sub("", render_tokens(markdown().parse(source, {})))

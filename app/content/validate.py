@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from app.content.markdown import OUTPUT_LANG, OUTPUT_MACHINES, CodeBlock
 from app.content.schema import ContentError
 from app.content.yaml_errors import yaml_line
 
@@ -33,6 +34,7 @@ def check_lessons(course: Course, static_dir: Path | None = None) -> list[Conten
         errors += check_exercises_placed(course, lesson)
         errors += check_headings(lesson)
         errors += check_python_compiles(lesson)
+        errors += expected_outputs(lesson.path, lesson.facts.code_blocks, [h.line for h in lesson.facts.headings])[1]
     return errors
 
 
@@ -201,3 +203,38 @@ def check_python_compiles(lesson: Lesson) -> list[ContentError]:
             errors.append(ContentError(lesson.path, line, f"Python block does not compile: {exc.msg}; fix it or "
                                                           "mark the block as ```text"))
     return errors
+
+
+# what the lesson says a block prints, per machine ("cpu", "h100"): the ```output block that says it
+Expected = dict[str, CodeBlock]
+
+
+def expected_outputs(path: Path, blocks: list[CodeBlock], headings: list[int] = ()
+                     ) -> tuple[dict[int, Expected], list[ContentError]]:
+    """Pair each ```output block with the runnable block before it in its section (no other code block and no
+    heading, at the lines `headings`, between them); return {line of the runnable block: {machine: output block}}
+    and the misplaced or ambiguous ones as errors."""
+    paired: dict[int, Expected] = {}
+    errors, owner = [], None
+    for block in blocks:
+        if owner is not None and any(owner.line < line < block.line for line in headings):
+            owner = None
+        if block.lang != OUTPUT_LANG:
+            owner = block if block.runnable else None
+            continue
+        unknown = sorted(block.flags - set(OUTPUT_MACHINES))
+        if unknown:
+            errors.append(ContentError(path, block.line, f"```output knows the machines {', '.join(OUTPUT_MACHINES)}"
+                                                         f", not {', '.join(unknown)}"))
+            continue
+        if owner is None:
+            errors.append(ContentError(path, block.line, "an ```output block says what the runnable block before it "
+                                                         "prints; put it after a ```python runnable block"))
+            continue
+        mine = paired.setdefault(owner.line, {})
+        for machine in sorted(block.flags) or list(OUTPUT_MACHINES):
+            if machine in mine:
+                errors.append(ContentError(path, block.line, f"the block at line {owner.line} has two ```output "
+                                                             f"blocks for {machine}; keep one"))
+            mine[machine] = block
+    return paired, errors

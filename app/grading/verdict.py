@@ -38,6 +38,22 @@ class TimelineLine(BaseModel):
     wait_ms: float = 0.0  # the host waiting there for the GPU
 
 
+class RankTimeline(BaseModel):
+    """One rank's totals on the modeled clock, in a job of several ranks."""
+
+    rank: int
+    node: int | None = None  # its simulated machine, on several machines
+    modeled_ms: float = 0.0
+    gpu_busy_ms: float = 0.0
+    copy_ms: float = 0.0
+    comm_ms: float = 0.0
+    host_wait_ms: float = 0.0
+    gpu_idle_ms: float = 0.0
+    syncs: int = 0
+    collectives: int = 0
+    step_ms: float | None = None
+
+
 class Timeline(BaseModel):
     """Where a simulated run's time went, on the modeled clock (app/harness/contract.py: Timeline)."""
 
@@ -45,12 +61,16 @@ class Timeline(BaseModel):
     modeled_ms: float = 0.0
     gpu_busy_ms: float = 0.0
     copy_ms: float = 0.0
+    comm_ms: float = 0.0  # collectives (all_reduce, DDP's gradient buckets) on NCCL's stream
     host_wait_ms: float = 0.0
     gpu_idle_ms: float = 0.0
     syncs: int = 0
     kernels: int = 0
+    collectives: int = 0
     step_ms: float | None = None  # the median modeled time between two optimizer steps
     lines: list[TimelineLine] = Field(default_factory=list)
+    # several ranks: each rank's totals (the figures above are rank 0's; modeled_ms the latest rank's end)
+    ranks: list[RankTimeline] = Field(default_factory=list)
 
 
 class Verdict(BaseModel):

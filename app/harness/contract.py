@@ -276,6 +276,22 @@ class TimelineLine(TypedDict):
     wait_ms: float  # the host waiting there for the GPU (a sync, a blocking copy)
 
 
+class RankTimeline(TypedDict, total=False):
+    """One rank's totals in a job of several ranks."""
+
+    rank: int
+    node: int | None  # its simulated machine (several machines), else None
+    modeled_ms: float
+    gpu_busy_ms: float
+    copy_ms: float
+    comm_ms: float
+    host_wait_ms: float
+    gpu_idle_ms: float
+    syncs: int
+    collectives: int
+    step_ms: float | None
+
+
 class Timeline(TypedDict, total=False):
     """Where a simulated job's time went, on the modeled clock (app/harness/machine/clock.py): ms and counts."""
 
@@ -283,9 +299,13 @@ class Timeline(TypedDict, total=False):
     modeled_ms: float  # the program's modeled run: the later of the host's time and the last stream's end
     gpu_busy_ms: float  # kernels' modeled time, all streams
     copy_ms: float  # copies' modeled time (host<->device, device<->device)
+    comm_ms: float  # collectives' modeled time on NCCL's stream (all_reduce, DDP's gradient buckets, ...)
+    collectives: int  # collectives run (each DDP bucket one)
     host_wait_ms: float  # the host waiting on the GPU at syncs and blocking copies
     gpu_idle_ms: float  # a stream idle, waiting for the host to launch its next work
     syncs: int  # times the host waited for the GPU
     kernels: int  # kernels launched
     step_ms: float | None  # the median modeled time between two optimizer steps; None with fewer than two
     lines: list[TimelineLine]  # per learner line, its modeled device time
+    # several ranks (report.py): every rank's totals; the figures above are rank 0's, modeled_ms the latest rank's
+    ranks: list[RankTimeline]

@@ -66,6 +66,7 @@ class Rank:
         self.traceback: str | None = None
         self.failed_at: float | None = None
         self.report: dict | None = None
+        self.chrome_trace: dict | None = None  # `course run --trace`: its modeled timeline (rank.py)
         self.stopped = False  # the launcher stopped it because another rank failed
         self.shown = False  # its traceback was passed on
 
@@ -229,6 +230,8 @@ class Launcher:
                 rank.traceback, rank.failed_at = str(message["traceback"]), message.get("at")
             elif isinstance(message.get("report"), dict) and rank.report is None:
                 rank.report = message["report"]
+            elif isinstance(message.get("chrome_trace"), dict) and rank.chrome_trace is None:
+                rank.chrome_trace = message["chrome_trace"]
 
     def _reap(self) -> None:
         """Collect exited processes (ranks, and whatever a rank left behind: this is the namespace's init)."""
@@ -300,6 +303,8 @@ def run(payload: JobPayload, report_fd: int | None, request_key, machines: dict[
     if report_fd is not None:
         if payload.get("mode") == "grade":  # every rank has exited: only now does the key come into this process
             reportmod.write(report_fd, reportmod.merge(payload, launcher.ranks, launcher.root, request_key()))
+        elif payload.get("trace"):  # `course run --trace`: every rank's timeline in one trace (no key: a local tool's)
+            reportmod.write_plain(report_fd, {"chrome_trace": reportmod.merge_traces(launcher.ranks)})
         else:
             os.close(report_fd)
     return launcher.exit_code()

@@ -59,7 +59,48 @@ def merge(payload: JobPayload, ranks: list, root, nonce: str | None) -> Report:
             "probe_error": next((e["probe_error"] for e in entries if e.get("probe_error")), None),
             "tampered": sorted({t for e in entries for t in e.get("tampered") or ()}),
             "trace": lead.get("trace") or {}, "dist": lead.get("dist"), "ranks": entries,
+            "timeline": merge_timelines(entries),
             "launch": {"nproc": len(ranks), "first_failure": root.index if root is not None else None}}
+
+
+# a rank's totals kept in the job's timeline (contract.RankTimeline)
+RANK_FIGURES = ("modeled_ms", "gpu_busy_ms", "copy_ms", "comm_ms", "host_wait_ms", "gpu_idle_ms", "syncs",
+                "collectives", "step_ms")
+
+
+def merge_timelines(entries: list[dict]) -> dict | None:
+    """The job's modeled timeline: the first reporting rank's figures and lines (rank 0's, whose lines the advice
+    names), the job's modeled time (the latest rank's end), and every rank's totals under `ranks`."""
+    timelines = [(e, e["timeline"]) for e in entries if isinstance(e.get("timeline"), dict)]
+    if not timelines:
+        return None
+    ranks = [{"rank": e["rank"], "node": e.get("node"), **{k: t.get(k) for k in RANK_FIGURES if k in t}}
+             for e, t in timelines]
+    return {**timelines[0][1], "modeled_ms": max(t.get("modeled_ms") or 0.0 for _, t in timelines), "ranks": ranks}
+
+
+def merge_traces(ranks: list) -> dict | None:
+    """`course run --trace` of several ranks: every rank's Chrome trace in one, a process (pid) per rank."""
+    traces = [(r, r.chrome_trace) for r in ranks if isinstance(getattr(r, "chrome_trace", None), dict)]
+    if not traces:
+        return None
+    events: list[dict] = []
+    for rank, trace in traces:
+        for event in trace.get("traceEvents", []):
+            event = {**event, "pid": rank.index}
+            if event.get("name") == "process_name":
+                where = "" if rank.node is None else f" on node{rank.node}"
+                event["args"] = {"name": f"rank {rank.index}{where}: {event.get('args', {}).get('name', '')}"}
+            events.append(event)
+        events.append({"name": "process_sort_index", "ph": "M", "pid": rank.index,
+                       "args": {"sort_index": rank.index}})
+    first = traces[0][1].get("otherData", {})
+    entries = [{"rank": r.index, "node": r.node, "timeline": t.get("otherData", {}).get("timeline")}
+               for r, t in traces]
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"machine": first.get("machine"), "modeled": True, "ranks": len(traces),
+                          "timeline": merge_timelines(entries),
+                          "events_kept": sum(t.get("otherData", {}).get("events_kept", 0) for _, t in traces)}}
 
 
 def device_line(entries: list[dict]) -> str:
@@ -78,6 +119,11 @@ def device_line(entries: list[dict]) -> str:
     return ", ".join(str(e.get("device")) for e in reported) + f" ({len(entries)} ranks)"
 
 
+def write_plain(fd: int, value: dict) -> None:
+    """Write one JSON document to the report pipe as it is and close it."""
+    _send(fd, json.dumps(value, default=str).encode())
+
+
 def write(fd: int, report: dict) -> None:
     """Write the job's report to its pipe and close it (past the server's limit, the ranks' traces are cut)."""
     data = json.dumps(report, default=str).encode()
@@ -86,6 +132,10 @@ def write(fd: int, report: dict) -> None:
             trace = entry.get("trace") or {}
             trace["events"] = {k: v[:20] for k, v in (trace.get("events") or {}).items()}
         data = json.dumps(report, default=str).encode()
+    _send(fd, data)
+
+
+def _send(fd: int, data: bytes) -> None:
     view = memoryview(data)
     try:
         while view:

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 LINGER_S = 30.0
 # the verdict event's id: a page that reconnects with it has everything
 VERDICT_ID = "verdict"
+# the last event of a lesson block's run (app/submissions/block_runs.py), which has no verdict
+DONE_ID = "done"
 INTERRUPTED_MESSAGE = "The server restarted while this ran (not your code's fault); run it again."
 
 
@@ -109,14 +111,15 @@ class LiveRun:
         if batch is not None:
             self.push("output", batch)
 
-    def finish(self, verdict: dict) -> None:
-        """Send what output is left (the tail of a capped stream), then the verdict, and end the run."""
+    def finish(self, verdict: dict, kind: str = "verdict") -> None:
+        """Send what output is left (the tail of a capped stream), then the verdict (a lesson block's run: its
+        `done`, app/submissions/block_runs.py), and end the run."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         for batch in self.batcher.close():
             self.push("output", batch)
-        self.push("verdict", verdict)
+        self.push(kind, verdict)
         self.close()
 
     def close(self) -> None:
@@ -148,10 +151,10 @@ def stored_events(submission: Submission) -> list[tuple[str, Any]]:
 def sse_events(events, after: str | None):
     """Turn (kind, Batch or dict) events into SSE (id, kind, data), leaving out what a page at `after` has seen.
 
-    Output ids are positions in the output (app/runner/batches.py); the verdict's id is VERDICT_ID, after which
-    nothing is left to send.
+    Output ids are positions in the output (app/runner/batches.py); the last event's id is its kind (VERDICT_ID,
+    or DONE_ID for a lesson block's run), after which nothing is left to send.
     """
-    if after == VERDICT_ID:
+    if after in (VERDICT_ID, DONE_ID):
         return
     seen = parse_position(after) or (0, 0)
     for kind, data in events:
@@ -160,7 +163,7 @@ def sse_events(events, after: str | None):
             if rest is not None:
                 yield rest.id, kind, rest.data()
         else:
-            yield (VERDICT_ID if kind == "verdict" else kind), kind, data
+            yield kind, kind, data  # the last event (VERDICT_ID, DONE_ID), or a `restart`
 
 
 # --- running submissions ---------------------------------------------------------------------------------
@@ -327,4 +330,4 @@ def fail_interrupted(session: Session) -> int:
 
 __all__ = ["LiveHub", "LiveRun", "Refused", "check_code", "verdict_json", "attempt_summary", "exercise_state",
            "panel_state", "failed_attempts", "stored_events", "sse_events", "error_verdict", "fail_interrupted",
-           "learner_key", "SOLUTION_AFTER_FAILURES", "VERDICT_ID"]
+           "learner_key", "SOLUTION_AFTER_FAILURES", "VERDICT_ID", "DONE_ID"]

@@ -31,7 +31,7 @@ def test_check_passes_on_the_real_lessons():
 def test_check_passes_on_a_good_fixture_course(fixtures_dir):
     result = course_check(str(fixtures_dir / "good"), "--no-grade")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "ok: 2 lesson(s), 1 exercise(s), 1 runnable block(s) ran on CPU" in result.stdout
+    assert "ok: 2 lesson(s), 1 exercise(s), 1 runnable block(s) ran on a CPU and the simulated H100" in result.stdout
 
 
 BROKEN = "tests/fixtures/broken/lessons/"
@@ -53,6 +53,12 @@ EXPECTED = [
     (BROKEN + "e-dup-two.md:3:", "duplicate slug `dup-one`, also used by d-dup-one.md"),
     # code: a runnable block that fails (at the failing line), a block that does not compile, a skipped heading
     (BROKEN + "f-code.md:15:", "runnable block failed on CPU: RuntimeError: boom on line 4 of the block"),
+    (BROKEN + "f-code.md:15:", "runnable block failed on One H100 (simulated): RuntimeError: boom on line 4"),
+    # what a block prints against its ```output blocks: the H100's is wrong (the CPU's, with `...`, is right),
+    # and an output block that follows no runnable block
+    (BROKEN + "h-output.md:26:", "the block at line 11 prints otherwise on one H100 than this ```output says: "
+                                 "line 1 is 'cuda:0', not 'cpu'"),
+    (BROKEN + "h-output.md:33:", "an ```output block says what the runnable block before it prints"),
     (BROKEN + "f-code.md:21:", "Python block does not compile"),
     (BROKEN + "f-code.md:25:", "heading jumps from level 2 to 4"),
 ]

@@ -1,4 +1,5 @@
-"""Every code block the lessons mark `runnable` runs on a CPU-only machine (accelerators hidden)."""
+"""Every code block the lessons mark `runnable` runs on a CPU-only machine (accelerators hidden) and prints what its
+```output blocks say; on the simulated H100 too, through the real sandbox, as a learner's Run in the page runs it."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import pytest
 
 from app import ROOT
 from app.content.course import load_course
-from app.content.runnable import run_block, runnable_blocks
+from app.content.runnable import outputs_of, run_block, runnable_blocks
 
-BLOCKS = runnable_blocks(load_course(ROOT / "lessons", ROOT / "exercises"))
+COURSE = load_course(ROOT / "lessons", ROOT / "exercises")
+BLOCKS = runnable_blocks(COURSE)
+OUTPUTS = outputs_of(COURSE)
 
 
 def test_the_lessons_have_runnable_blocks():
@@ -18,5 +21,26 @@ def test_the_lessons_have_runnable_blocks():
 
 @pytest.mark.parametrize(("path", "block"), BLOCKS, ids=[f"{p.stem}:{b.line}" for p, b in BLOCKS])
 def test_runnable_block_runs_on_cpu(path, block):
-    error = run_block(path, block)
+    error = run_block(path, block, expected=OUTPUTS.get((path, block.line)))
     assert error is None, str(error)
+
+
+def test_the_lessons_state_outputs_per_machine():
+    stated = [machines for machines in OUTPUTS.values()]
+    assert len(stated) >= 4
+    assert any(set(machines) == {"cpu", "h100"} and machines["cpu"] is not machines["h100"] for machines in stated)
+
+
+@pytest.mark.slow  # every block in the sandbox
+def test_every_runnable_block_runs_on_the_simulated_h100_as_its_output_blocks_say(tmp_path):
+    import asyncio
+
+    from app.main import open_runner
+    from app.submissions.block_runs import check_blocks_on
+    from tests.helpers import make_settings
+
+    async def check():
+        async with open_runner(make_settings(tmp_path)) as runner:
+            return await check_blocks_on(COURSE, runner, "h100")
+
+    assert [str(e) for e in asyncio.run(check())] == []

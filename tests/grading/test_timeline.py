@@ -35,3 +35,15 @@ def test_a_run_that_leaves_the_gpu_unused_costs_it_nothing(grade):
     verdict = grade("training-loop", SOLUTION.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cpu"'))
     assert verdict.timeline is not None  # the simulated GPU is there, unused: nothing ran on it
     assert verdict.timeline.kernels == 0 and verdict.timeline.gpu_busy_ms == 0
+
+
+def test_a_ddp_run_reports_every_ranks_timeline_with_its_all_reduces(grade):
+    verdict = grade("ddp-training", (ROOT / "exercises/ddp-training/solution.py").read_text())
+    assert verdict.status == "passed", [c for c in verdict.checks if not c.passed]
+    t = verdict.timeline
+    assert t is not None and t.machine == "h100"
+    assert [r.rank for r in t.ranks] == [0, 1]
+    # DDP's broadcast at the wrap, then one all-reduce per step (2 batches a rank x 5 epochs, one bucket each)
+    assert all(r.collectives >= 11 and r.comm_ms > 0 for r in t.ranks), t.ranks
+    assert t.collectives == t.ranks[0].collectives and t.comm_ms == t.ranks[0].comm_ms
+    assert t.modeled_ms == max(r.modeled_ms for r in t.ranks)

@@ -87,7 +87,7 @@ def test_fixture_course_renders_directive_admonition_and_panel(fixture_client):
     assert "Move the tensor" in panel and "<strong>the chosen device</strong>" in panel  # prompt as Markdown
     assert "torch.ones(2)" in panel  # the starter code is shown
     assert '<aside class="admonition tip" role="note">' in html
-    assert "runs on CPU, tested" in html
+    assert "tested on a CPU and an H100" in html and 'id="block-1"' in html
     assert 'href="/lessons/second-steps#the-end"' in html
     assert '<li class="toc-level-3"><a href="#a-sub-section">' in html
 

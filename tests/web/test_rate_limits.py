@@ -90,6 +90,17 @@ def test_ipv6_addresses_in_one_64_share_a_limit(limited_app):
     assert_limited(submit("::ffff:203.0.113.50"), "submissions")  # an IPv4 client seen through an IPv6 socket
 
 
+def test_lesson_block_runs_share_the_limit_of_exercise_runs_per_address(limited_app):
+    # one budget of sandbox runs per person: fresh cookies on one address, half exercise runs, half lesson blocks
+    # (code with a NUL is refused without running; the limits count the request before its body is read)
+    address = "203.0.113.80"
+    for n in range(SUBMISSIONS_PER_ADDRESS):
+        url = "/api/exercises/same-device/submissions" if n % 2 else "/api/lessons/cpu-gpu-border/blocks/1/runs"
+        assert fresh_browser(limited_app, address).post(url, json={"code": "\x00"}).status_code == 400
+    over = fresh_browser(limited_app, address).post("/api/lessons/cpu-gpu-border/blocks/1/runs", json={})
+    assert_limited(over, "runs from your address")
+
+
 def test_comments_from_fresh_accounts_on_one_address_are_limited(limited_app):
     lesson = limited_app.state.course.lessons[0].slug
     statuses = []

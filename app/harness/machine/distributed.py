@@ -21,6 +21,13 @@ backend: nccl for CUDA tensors on a CUDA build) runs over gloo underneath, which
 host data; `get_backend()` and `is_nccl_available()` answer as on the CUDA build, and `device_id`/`device_ids`,
 which would make gloo allocate on a real GPU, are recorded and left out of the call. Where the job has real CUDA
 nothing is swapped: nccl runs on the GPUs.
+
+With the simulated GPUs' clock (clock.py), collectives cost modeled time: each collective on GPU tensors runs on
+NCCL's stream for a ring's time, starting once every rank of its group has reached it, and a
+DistributedDataParallel model's gradients are all-reduced bucket by bucket as its backward pass makes them
+ready. The ranks tell each other their times with one small MAX all-reduce over gloo of their own (`agreement`),
+outside the learner's view; host-side meeting points (init_process_group, a barrier on the CPU) move every
+rank's host clock to the latest.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import torch.nn.parallel
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader, DistributedSampler
 
+from app.harness.machine.clock import CLOCK, RING_OF
 from app.harness.machine.simulation import tensors_in
 from app.harness.wording import messages
 
@@ -62,7 +70,7 @@ _DDP = torch.nn.parallel.DistributedDataParallel
 _ORIGINALS = {"init_process_group": dist.init_process_group, "destroy_process_group": dist.destroy_process_group,
               "get_backend": dist.get_backend, "is_nccl_available": dist.is_nccl_available,
               **{name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}}
-_DDP_INIT, _SAVE = _DDP.__init__, torch.save
+_DDP_INIT, _DDP_FORWARD, _SAVE = _DDP.__init__, _DDP.forward, torch.save
 _LOADER_INIT, _SAMPLER_INIT = DataLoader.__init__, DistributedSampler.__init__
 _SAMPLER_ITER, _SET_EPOCH = DistributedSampler.__iter__, DistributedSampler.set_epoch
 _LOADER_SIGNATURE = inspect.signature(DataLoader.__init__)
@@ -72,6 +80,21 @@ def underlying_backend(backend) -> str:
     """The backend that runs on simulated GPUs: gloo, for every part a real host would give to NCCL."""
     text = str(backend).lower() if backend is not None else "cpu:gloo,cuda:nccl"
     return "gloo" if "nccl" in text or text in ("undefined", "gloo") else str(backend)
+
+
+def bucket_sizes(sizes: list[int], limits: list[int]) -> list[int]:
+    """The bytes of DDP's gradient buckets: tensors, in the order given, fill the current bucket until it holds at
+    least its limit; the next bucket has the next limit, the last limit repeats (torch's
+    `_compute_bucket_assignment_by_size`, torch/csrc/distributed/c10d/reducer.cpp)."""
+    buckets, current = [], 0
+    for n in sizes:
+        current += n
+        if current >= limits[min(len(buckets), len(limits) - 1)]:
+            buckets.append(current)
+            current = 0
+    if current:
+        buckets.append(current)
+    return buckets
 
 
 def params_digest(params) -> str:
@@ -130,6 +153,7 @@ class Distributed:
         # group, and it is destroyed holding the GIL while a gloo worker thread needs the GIL to drop its last
         # work item: a deadlock (pytorch/pytorch#56297). Real NCCL jobs do not meet it; gloo underneath must not.
         self.wrapped: list = []
+        self.ddp_syncs: dict[int, int] = {}  # id of a DDP -> its forward passes that will all-reduce gradients
 
     # ---------------------------------------------------------------- facts
     def _record(self, kind: str, **fact) -> dict:
@@ -161,6 +185,7 @@ class Distributed:
                 setattr(dist, name, self._collective(name, _ORIGINALS[name]))
         me = self
         _DDP.__init__ = functools.wraps(_DDP_INIT)(lambda ddp, module, *a, **k: me.wrap_ddp(ddp, module, a, k))
+        _DDP.forward = functools.wraps(_DDP_FORWARD)(lambda ddp, *a, **k: me.ddp_forward(ddp, a, k))
         DataLoader.__init__ = functools.wraps(_LOADER_INIT)(lambda loader, *a, **k: me.new_loader(loader, a, k))
         DistributedSampler.__init__ = functools.wraps(_SAMPLER_INIT)(lambda s, *a, **k: me.new_sampler(s, a, k))
         DistributedSampler.__iter__ = lambda sampler: me.sampler_pass(sampler)
@@ -191,6 +216,8 @@ class Distributed:
         fact["ok"] = True
         self.requested[dist.GroupMember.WORLD] = backend
         self.bound_device = fact.get("device_id")
+        if self.simulated and CLOCK.active:  # the store's barrier: every rank's host leaves it together
+            CLOCK.host_agree(self.agreement(None))
 
     def destroy_process_group(self, group=None):
         """Record the call and destroy the group."""
@@ -223,19 +250,82 @@ class Distributed:
                 me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
             else:
                 me._through_library(name)
-            if me.simulated and name == "barrier":
+            if not me.simulated:
+                return original(*args, **kwargs)
+            barrier_device = None
+            if name == "barrier":
                 ids = kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
                 if me.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
-                    me.as_nccl([_device_name(ids[0]) if ids else me.bound_device
-                                or f"cuda:{torch.cuda.current_device()}"])
-            elif me.simulated:
+                    barrier_device = (_device_name(ids[0]) if ids else me.bound_device
+                                      or f"cuda:{torch.cuda.current_device()}")
+                    me.as_nccl([barrier_device])
+            else:
                 me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
+            with CLOCK.emulating():  # the real exchange over gloo is the simulation's time; the clock models NCCL's
                 if name == "all_reduce" and me.averages(args, kwargs):
-                    return me.all_reduce_average(original, args, kwargs)
-                if name in ONE_TENSOR_GATHERS and me.asked_nccl():
-                    return me.all_gather_into_tensor(args, kwargs)
-            return original(*args, **kwargs)
+                    result = me.all_reduce_average(original, args, kwargs)
+                elif name in ONE_TENSOR_GATHERS and me.asked_nccl():
+                    result = me.all_gather_into_tensor(args, kwargs)
+                else:
+                    result = original(*args, **kwargs)
+            if CLOCK.active and dist.is_initialized():
+                me.charge(name, original, args, kwargs, barrier_device)
+            return result
         return collective
+
+    # ---------------------------------------------------------------- the collectives' modeled time
+    def agreement(self, group):
+        """A function giving the latest of the group's ranks' values (a float, or a tuple of them, each the
+        maximum over the ranks): one small all-reduce over the group's gloo, the simulation's own, not NCCL's."""
+        def agree(values):
+            single = not isinstance(values, tuple)
+            with torch._C.DisableTorchFunction():  # a host tensor of the harness: never traced, never on a GPU
+                t = torch.tensor([values] if single else list(values), dtype=torch.float64, device="cpu")
+                _ORIGINALS["all_reduce"](t, op=dist.ReduceOp.MAX, group=group)
+                out = t.tolist()
+            return out[0] if single else tuple(out)
+        return agree
+
+    def ring(self, group) -> tuple[int, int]:
+        """(ranks, machines) of a group's ring: its size, and how many simulated machines its ranks are on."""
+        try:
+            ranks = dist.get_process_group_ranks(group if group is not None else dist.GroupMember.WORLD)
+        except (RuntimeError, ValueError, AttributeError, TypeError):
+            return dist.get_world_size(group), 1
+        per = int(os.environ.get("LOCAL_WORLD_SIZE") or 0) or len(ranks)
+        machines = len({r // per for r in ranks}) if int(os.environ.get("GROUP_WORLD_SIZE") or 1) > 1 else 1
+        return len(ranks), machines
+
+    def charge(self, name: str, original, args, kwargs, barrier_device: str | None) -> None:
+        """Queue a collective the learner (or a library for them) made on the simulated GPUs' clock: its ring time
+        on NCCL's stream, from when the last rank of its group reached it. A collective on host tensors (the
+        learner's gloo) is the host's own time, as before; a barrier over gloo meets on the hosts."""
+        if name not in RING_OF:
+            return  # the *_object collectives: pickles through the ones above, not modeled apart
+        try:
+            bound = inspect.signature(original).bind(*args, **kwargs).arguments
+        except TypeError:
+            return
+        group = bound.get("group")
+        ranks, machines = self.ring(group)
+        agree, line = self.agreement(group), self._line()
+        if name == "barrier":
+            if barrier_device is not None:  # ProcessGroupNCCL's barrier: a one-element all-reduce the host waits for
+                CLOCK.collective("barrier", barrier_device, 4, ranks, machines, agree, blocking=True, line=line)
+            else:
+                CLOCK.host_agree(agree)
+            return
+        with torch._C.DisableTorchFunction():
+            sides = [tensors_in(v) for v in list(bound.values())[:2]]
+            sizes = [sum(t.numel() * t.element_size() for t in side) for side in sides]
+        devices = [self.tracer.device_of(t) for side in sides for t in side]
+        if not devices or not devices[0].startswith("cuda"):
+            return
+        # S as nccl-tests counts it: the larger side (an all-gather's output, a reduce-scatter's input)
+        nbytes = max(sizes)
+        if RING_OF[name] in ("all_gather", "gather") and min(sizes):
+            nbytes = max(nbytes, ranks * min(sizes))  # a rank that holds no output list still sends its share
+        CLOCK.collective(name, devices[0], nbytes, ranks, machines, agree, line=line)
 
     def averages(self, args, kwargs) -> bool:
         """`all_reduce(t, op=ReduceOp.AVG)` on a group the learner asked NCCL for (gloo underneath has no AVG)."""
@@ -335,6 +425,42 @@ class Distributed:
         _DDP_INIT(ddp, module, *args, **kwargs)
         self.wrapped.append(ddp)
         kept.update(ok=True, digest=params_digest(params) if params else None)
+        device = self.tracer.device_of(params[0]) if params else "cpu"
+        if self.simulated and CLOCK.active and device.startswith("cuda"):
+            # DDP's constructor broadcasts rank 0's parameters and buffers to every rank (_sync_module_states)
+            with torch._C.DisableTorchFunction():
+                nbytes = sum(t.numel() * t.element_size() for t in [*params, *module.buffers()])
+            ranks, machines = self.ring(ddp.process_group)
+            CLOCK.collective("broadcast", device, nbytes, ranks, machines, self.agreement(ddp.process_group),
+                             line=kept.get("line"))
+
+    def ddp_forward(self, ddp, args, kwargs):
+        """DistributedDataParallel.forward: with the clock, the backward pass its output leads to all-reduces the
+        gradients bucket by bucket (unless under `no_sync()`, as DDP itself decides at forward)."""
+        if self.simulated and CLOCK.active and torch.is_grad_enabled() and ddp.require_backward_grad_sync:
+            CLOCK.pending_sync = self.gradient_sync(ddp)
+        return _DDP_FORWARD(ddp, *args, **kwargs)
+
+    def gradient_sync(self, ddp):
+        """What DDP's reducer all-reduces after this forward: one bucket of every gradient on the first iteration
+        (torch 2.13 buckets nothing until it has seen the order gradients come in), then buckets rebuilt in that
+        order, the first up to 1 MiB and the others up to 25 MiB (`bucket_cap_mb`'s default;
+        torch/nn/parallel/distributed.py: _DEFAULT_BUCKET_CAP_MB, dist._DEFAULT_FIRST_BUCKET_BYTES)."""
+        with torch._C.DisableTorchFunction():
+            sizes = [p.numel() * p.element_size() for p in ddp.module.parameters() if p.requires_grad]
+        sizes.reverse()  # the last layer's gradients are ready first
+        seen = self.ddp_syncs.get(id(ddp), 0)
+        self.ddp_syncs[id(ddp)] = seen + 1
+        config = getattr(ddp, "_bucket_config", None)
+        cap = getattr(config, "bucket_bytes_cap", None) or getattr(ddp, "bucket_bytes_cap", 25 << 20)
+        first = getattr(config, "first_bucket_bytes_cap", None) or dist._DEFAULT_FIRST_BUCKET_BYTES
+        buckets = [sum(sizes)] if not seen else bucket_sizes(sizes, [first, cap])
+        ranks, machines = self.ring(ddp.process_group)
+        agree = self.agreement(ddp.process_group)
+
+        def sync(device: str, start: float, seconds: float) -> None:
+            CLOCK.gradient_all_reduce(device, start, seconds, buckets, ranks, machines, agree)
+        return sync
 
     # ---------------------------------------------------------------- data
     def new_loader(self, loader, args, kwargs):

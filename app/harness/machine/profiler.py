@@ -81,7 +81,7 @@ class Recording:
             span[1] = now
 
     def note(self, entry: tuple, call: int | None) -> None:
-        if entry[5] in ("kernel", "copy") and len(self.device) < DEVICE_EVENTS_KEPT:
+        if entry[5] in ("kernel", "copy", "collective") and len(self.device) < DEVICE_EVENTS_KEPT:
             self.device.append((entry, call))
 
     def runtime(self, api: str, start: float, end: float, call: int | None) -> None:
@@ -211,6 +211,8 @@ def _device_event(n: int, row: str, name: str, start: float, seconds: float, lin
     if kind == "copy":  # "copy h2d 4.0 MiB pinned"
         parts = name.split()
         label = MEMCPY_NAMES.get((parts[1], parts[4] if len(parts) > 4 else ""), name)
+    elif kind == "collective":  # "nccl all_reduce 8.0 MiB": NCCL's kernel on its own stream
+        label = name
     elif name == "autograd backward":
         label = "backward kernels (modeled)"
     else:

@@ -98,9 +98,9 @@ NOT_YOURS = {404: {"description": "No such submission, or another learner's"}}
 SubmissionRateLimits = per_person_limits("submission", "submissions")
 
 
-async def read_code(request: Request) -> tuple[str, str | None]:
-    """Read the JSON body {"code": str, "machine": str (optional)}; 413 if too large, 400 if not UTF-8 or not JSON,
-    422 without a code. Returns the code and the machine asked for (None: the learner's remembered pick).
+async def read_body(request: Request, *, empty: dict | None = None) -> dict:
+    """Read a JSON object that carries code: 413 if too large, 400 if not UTF-8 or not JSON, 422 if not an object.
+    An empty body is `empty` when given (a lesson block's Run may send none), else not JSON.
 
     The body is read up to a cap derived from the source limit, so a huge body is refused without being held;
     the code it carries is then checked against the limit itself (check_code, the one statement of that rule).
@@ -115,6 +115,8 @@ async def read_code(request: Request) -> tuple[str, str | None]:
         body += chunk
         if len(body) > cap:
             raise too_large
+    if not body and empty is not None:
+        return empty
     try:
         data = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -125,9 +127,18 @@ async def read_code(request: Request) -> tuple[str, str | None]:
     except RecursionError:  # the parser recurses per level: "[" * 300000 is valid-looking and bottomless
         raise Refused(400, 'The request body nests JSON too deep to read; send one flat object: {"code": "..."}.') \
             from None
-    if not isinstance(data, dict) or not isinstance(data.get("code"), str):
+    if not isinstance(data, dict):
         raise HTTPException(422, 'Send a JSON object with the program as a string: {"code": "..."}.')
-    check_code(data["code"], source_bytes=source_bytes)
+    return data
+
+
+async def read_code(request: Request) -> tuple[str, str | None]:
+    """Read the JSON body {"code": str, "machine": str (optional)} (read_body's refusals), 422 without a code.
+    Returns the code and the machine asked for (None: the learner's remembered pick)."""
+    data = await read_body(request)
+    if not isinstance(data.get("code"), str):
+        raise HTTPException(422, 'Send a JSON object with the program as a string: {"code": "..."}.')
+    check_code(data["code"], source_bytes=request.app.state.settings.sandbox_source_bytes)
     return data["code"], data.get("machine")
 
 

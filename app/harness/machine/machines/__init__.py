@@ -7,9 +7,10 @@ facts, never from a build's name, so a machine on a known build is one file here
 
 A profile is what a learner's program would find on that machine (the torch build, the card's name, memory as
 torch reports it, compute capability, SM count, bfloat16 support) and what the clock needs (peak FLOPS per
-dtype, memory bandwidth, the host link with its pinned and pageable rates, the GPU-to-GPU link). Every figure is
-`{"value": ..., "source": "..."}`: where it was read (a datasheet, a published `get_device_properties` repr) or
-how it was derived or modeled. `null` values say the machine has no such thing or nobody published it.
+dtype, memory bandwidth, the host link with its pinned and pageable rates, the GPU-to-GPU link, the network
+between machines). Every figure is `{"value": ..., "source": "..."}`: where it was read (a datasheet, a published
+`get_device_properties` repr) or how it was derived or modeled. `null` values say the machine has no such thing
+or nobody published it.
 
 Adding a machine is adding a file here (or in the folder COURSE_SIM_MACHINES_DIR names, for a test's throw-away
 one); nothing else changes. The runner side (app/harness/contract.py) reads profiles and hands the harness the
@@ -33,6 +34,11 @@ FIGURES = ("name", "total_memory", "capability", "multiprocessors", "bf16",
            "peak_flops.fp16_tensor", "peak_flops.fp8_tensor", "memory_bandwidth",
            "host_link.kind", "host_link.bytes_per_s", "host_link.pinned_bytes_per_s",
            "host_link.pageable_bytes_per_s", "gpu_link.kind", "gpu_link.bytes_per_s")
+# figures a profile may leave out (a throw-away card's); when present, each needs its source like the others
+OPTIONAL_FIGURES = ("network.kind", "network.bytes_per_s")
+# bytes/s between two machines where a profile names no network: 100 Gb/s, an assumption (docs/grading.md, "The
+# simulated clock"), the same the course's profiles state with their source
+DEFAULT_NETWORK_BYTES_PER_S = 12.5e9
 
 
 class MachineError(ValueError):
@@ -121,10 +127,12 @@ def _check(data, path: Path) -> Machine:
         raise MachineError(f"{path}: build {data['build']!r} is none of {', '.join(BUILDS)} (builds/)")
     if not isinstance(data["gpus"], int) or data["gpus"] < 0:
         raise MachineError(f"{path}: gpus must be a whole number >= 0")
-    for figure in FIGURES:
+    for figure in FIGURES + OPTIONAL_FIGURES:
         try:
             leaf = _leaf(data, figure)
         except (KeyError, TypeError):
+            if figure in OPTIONAL_FIGURES:
+                continue
             raise MachineError(f"{path}: figure {figure!r} is missing") from None
         if not isinstance(leaf, dict) or "value" not in leaf or not str(leaf.get("source") or "").strip():
             raise MachineError(f"{path}: figure {figure!r} needs a value and a source "
@@ -183,4 +191,15 @@ def clock_figures(machine: "Machine") -> dict | None:
             "memory_bandwidth": float(bandwidth),
             "pinned_bytes_per_s": float(machine.value("host_link.pinned_bytes_per_s") or bandwidth),
             "pageable_bytes_per_s": float(machine.value("host_link.pageable_bytes_per_s") or bandwidth),
-            "gpu_link_bytes_per_s": float(machine.value("gpu_link.bytes_per_s") or 0) or None}
+            "gpu_link_bytes_per_s": float(machine.value("gpu_link.bytes_per_s") or 0) or None,
+            # NVLink or PCIe between the GPUs of one machine: NCCL's latency per ring step differs
+            "gpu_link_nvlink": "nvlink" in str(machine.value("gpu_link.kind") or "").lower(),
+            "network_bytes_per_s": float(_optional(machine, "network.bytes_per_s") or DEFAULT_NETWORK_BYTES_PER_S)}
+
+
+def _optional(machine: "Machine", figure: str):
+    """An optional figure's value; None where the profile leaves it out."""
+    try:
+        return machine.value(figure)
+    except (KeyError, TypeError):
+        return None
