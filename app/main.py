@@ -18,7 +18,6 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 from sqlalchemy.exc import OperationalError
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 
 from app.core.config import Settings, get_settings
 from app.core.db import Database
@@ -38,6 +37,7 @@ from app.web.middleware.forms import Utf8FormMiddleware
 from app.web.middleware.head import HeadAsGetMiddleware
 from app.web.middleware.headers import SecurityHeadersMiddleware
 from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, IdentityMiddleware
+from app.web.middleware.session import SessionMiddleware
 from app.web.routes import (
     account,
     auth,

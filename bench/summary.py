@@ -69,7 +69,14 @@ def headline(summary: dict) -> dict:
         "flood_output_lines": g("flood.flood_output_lines_p50"),
         "raw_jobs_per_s": g("load.raw_jobs_per_s"),
         "first_job_ms": g("first_job.first_job_ms"),
+        "lesson_block_run_p50_ms": g("lesson_blocks.block_run_p50_ms"),
+        "lesson_block_exercise_run_p50_ms": g("lesson_blocks.exercise_run_p50_ms"),
         "later_jobs_p50_ms": g("first_job.later_jobs_p50_ms"),
+        # issue 26's simulated clock: its timing programs' wall time, simulated and on the plain CPU, and the
+        # modeled times' median relative error against a real GPU's recordings
+        "clock_sim_wall_ms": g("clock.clock_sim_wall_ms"),
+        "clock_host_wall_ms": g("clock.clock_host_wall_ms"),
+        "time_model_error": g("clock.time_model_error"),
     }
     for slug in ("same_device", "pick_device", "bring_it_back"):
         out[f"grade_{slug}_p50_ms"] = g(f"live.submission_{slug}_p50_ms")
@@ -85,6 +92,8 @@ def headline(summary: dict) -> dict:
     out["http_over_plain"] = _ratio(out["grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
     out["load_capacity_share"] = _ratio(out["verdicts_per_s"], out["raw_jobs_per_s"])
     out["first_job_over_later"] = _ratio(out["first_job_ms"], out["later_jobs_p50_ms"])
+    out["lesson_block_over_exercise"] = _ratio(out["lesson_block_run_p50_ms"], out["lesson_block_exercise_run_p50_ms"])
+    out["clock_sim_over_host"] = _ratio(out["clock_sim_wall_ms"], out["clock_host_wall_ms"])
     return out
 
 
@@ -137,6 +146,8 @@ ROWS = [
     ("HTTP grade pick-device p50 / p95 (ms)", "grade_pick_device_p50_ms", "grade_pick_device_p95_ms", None, "", None),
     ("HTTP grade bring-it-back p50 / p95 (ms)", "grade_bring_it_back_p50_ms", "grade_bring_it_back_p95_ms", None, "",
      None),
+    ("lesson-block Run to last output p50 (ms) vs an exercise run's (same-device) in the same run",
+     "lesson_block_run_p50_ms", "lesson_block_exercise_run_p50_ms", "lesson_block_over_exercise", "", None),
     ("first job after ready, submit to first output (ms) vs later jobs p50", "first_job_ms", "later_jobs_p50_ms",
      "first_job_over_later", _target("first_job_over_later"), _meets("first_job_over_later")),
     ("HTTP grade ddp-training (2 ranks) p50 (ms) vs cold torchrun --nproc-per-node=2", "ddp_submit_p50_ms",
@@ -166,6 +177,9 @@ ROWS = [
     ("output flood: job's end -> verdict event, p50 (ms)", "flood_verdict_lag_ms", None, None, "< 2000 ms",
      lambda h: (h["flood_verdict_lag_ms"] if h["flood_verdict_lag_ms"] is not None else 1e9) < 2000),
     ("output flood: SSE events vs output lines", "flood_events", "flood_output_lines", None, "", None),
+    ("issue 26's timing programs, wall (ms): on the simulated H100 vs the same code on the plain CPU",
+     "clock_sim_wall_ms", "clock_host_wall_ms", "clock_sim_over_host", "", None),
+    ("modeled times' median relative error vs a real H200's recordings", "time_model_error", None, None, "", None),
     ("page p99 with 4 hostile jobs (ms) vs no job", "hostile_page_p99_ms", "quiet_page_p99_ms", "hostile_p99_ratio",
      _target("hostile_p99_ratio"), _meets("hostile_p99_ratio")),
 ]

@@ -17,7 +17,15 @@ REQUIRED = ["sandbox_warm_p50_ms", "sandbox_cold_p50_ms", "sandbox_speedup", "id
 
 def test_every_benchmark_module_is_discovered():
     assert set(discover()) >= {"sandbox", "grading", "live", "pages", "load", "hostile", "fidelity", "workers", "ddp",
-                               "flood"}
+                               "flood", "clock"}
+
+
+def test_the_clocks_figures_have_stable_headline_keys():
+    head = headline({"clock": {"clock_sim_wall_ms": 900.0, "clock_host_wall_ms": 30000.0, "time_model_error": 0.21}})
+    assert head["clock_sim_wall_ms"] == 900.0 and head["clock_host_wall_ms"] == 30000.0
+    assert head["clock_sim_over_host"] == 0.03 and head["time_model_error"] == 0.21
+    table = markdown(head)
+    assert "| 900.0 | 30,000.0 | 0.0 |" in table and "| 0.2 |" in table
 
 
 def test_summary_has_every_headline_key_with_ratios_and_targets():

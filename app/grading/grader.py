@@ -25,6 +25,7 @@ from app.grading.check_messages import tidy
 from app.grading.facts import Facts, check, mark_unreached
 from app.grading.paths import scrub, verdict_for_learner
 from app.grading.placement_map import placement_map
+from app.grading.timeline import describe as describe_timeline
 from app.grading.verdict import CheckResult, Verdict
 from app.harness.contract import elsewhere_machine, job_host
 from app.runner.base import Busy, Job, JobHandle, OnOutput, OutputEvent, Rejected, Result, Runner, emit
@@ -167,6 +168,7 @@ class Grading:
         """The verdict on the job's result, as a learner may read it (no server paths)."""
         verdict = evaluate(self.exercise, result, self.nonce, self.code)
         verdict.machine, verdict.devices = machine_words(self.job.host, self.machine)
+        describe_timeline(verdict.timeline, verdict.machine)
         if not verdict.duration_ms:
             verdict.duration_ms = round((time.perf_counter() - self.started) * 1000)
         return Verdict.model_validate(verdict_for_learner(verdict.model_dump()))

@@ -38,6 +38,19 @@ class TimelineLine(BaseModel):
     wait_ms: float = 0.0  # the host waiting there for the GPU
 
 
+class TimelineRow(BaseModel):
+    """One row of the drawn timeline: the host, a stream or a copy engine (app/harness/machine/chrome_trace.py)."""
+
+    name: str
+    ms: float = 0.0  # its spans' total: the host's waiting for the GPU, a stream's kernels, a copy engine's copies
+    spans: int = 0
+    marks: int = 0  # instants: the host's syncs, events recorded on a stream
+
+
+# one event of the drawn timeline: row index, start us, duration us, kind, name, learner line (None: not the learner's)
+TimelineEvent = tuple[int, float, float, str, str, int | None]
+
+
 class RankTimeline(BaseModel):
     """One rank's totals on the modeled clock, in a job of several ranks."""
 
@@ -58,6 +71,12 @@ class Timeline(BaseModel):
     """Where a simulated run's time went, on the modeled clock (app/harness/contract.py: Timeline)."""
 
     machine: str | None = None  # the machine profile the times are modeled for ("h100")
+    # the machine in words, as the page labels the times ("one H100"; grader.modeled_for)
+    modeled_for: str | None = None
+    # the real GPU whose recordings set the launch and sync costs and check the model ("NVIDIA H200")
+    calibrated_on: str | None = None
+    label: str = ""  # what the times are modeled for, in words (app/grading/timeline.py)
+    summary: str = ""  # the figures in one sentence
     modeled_ms: float = 0.0
     gpu_busy_ms: float = 0.0
     copy_ms: float = 0.0
@@ -69,6 +88,9 @@ class Timeline(BaseModel):
     collectives: int = 0
     step_ms: float | None = None  # the median modeled time between two optimizer steps
     lines: list[TimelineLine] = Field(default_factory=list)
+    rows: list[TimelineRow] = Field(default_factory=list)
+    events: list[TimelineEvent] = Field(default_factory=list)  # the run's first events (grade.VERDICT_EVENTS)
+    events_total: int = 0  # events on the modeled timeline (more than `events` holds in a long run)
     # several ranks: each rank's totals (the figures above are rank 0's; modeled_ms the latest rank's end)
     ranks: list[RankTimeline] = Field(default_factory=list)
 

@@ -276,6 +276,15 @@ class TimelineLine(TypedDict):
     wait_ms: float  # the host waiting there for the GPU (a sync, a blocking copy)
 
 
+class TimelineRow(TypedDict):
+    """One row of the modeled timeline: the host, a stream or a copy engine."""
+
+    name: str  # "host", "cuda:0 stream default", "cuda:0 copy engine"
+    ms: float  # its spans' total: the host's waiting for the GPU, a stream's kernels, a copy engine's copies
+    spans: int
+    marks: int  # instants: the host's syncs, events recorded on a stream
+
+
 class RankTimeline(TypedDict, total=False):
     """One rank's totals in a job of several ranks."""
 
@@ -307,5 +316,10 @@ class Timeline(TypedDict, total=False):
     kernels: int  # kernels launched
     step_ms: float | None  # the median modeled time between two optimizer steps; None with fewer than two
     lines: list[TimelineLine]  # per learner line, its modeled device time
+    calibrated_on: str  # the real GPU whose recordings set the launch and sync costs (clock.CALIBRATED_ON)
+    rows: list[TimelineRow]  # the host, then each stream and copy engine (machine/chrome_trace.py: drawing)
+    # the first grade.VERDICT_EVENTS events: [row index, start us, duration us, kind, name, learner line or None]
+    events: list[list]
+    events_total: int  # events the clock kept (up to clock.TRACE_EVENTS_KEPT)
     # several ranks (report.py): every rank's totals; the figures above are rank 0's, modeled_ms the latest rank's
     ranks: list[RankTimeline]

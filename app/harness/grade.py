@@ -26,6 +26,11 @@ from app.harness.machine.builds import Availability
 from app.harness.machine.clock import CLOCK, REAL_PERF
 from app.harness.tracing import placement
 
+# events of the modeled timeline a report carries (the page draws them, GET /api/submissions/{id}/trace serves them
+# as a Chrome trace): a 60-step training loop makes about 1,500; at about 40 bytes each the verdict grows by 120 KB
+# at most. `course run --trace` keeps up to clock.TRACE_EVENTS_KEPT.
+VERDICT_EVENTS = 3000
+
 _TRACER_PLUMBING = (os.path.join("torch", "overrides.py"),)
 # bytes; the fork server drops reports past 4 MiB, so stay well under it
 REPORT_BUDGET = 3 << 20
@@ -233,7 +238,8 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
                 return _run_learner(code, filename, other, lambda text: None)
         elsewhere.start(grade["elsewhere"], run_on)
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
-    timeline = CLOCK.summary() if job.simulated and CLOCK.active else None  # the learner's run, not the probe's
+    # the learner's run, not the probe's: its figures, and its first events for the page to draw
+    timeline = CLOCK.timeline(VERDICT_EVENTS) if job.simulated and CLOCK.active else None
     probe, probe_error = (None, None)
     if grade.get("probe"):
         probe, probe_error = _run_probe(grade["probe"], namespace, ProbeAPI(tracer, avail, filename))

@@ -16,7 +16,7 @@ import socket
 import time
 
 from app.harness.contract import JobPayload, Report
-from app.harness.grade import REPORT_BUDGET
+from app.harness.grade import REPORT_BUDGET, VERDICT_EVENTS
 
 WIDTH = 60
 
@@ -70,13 +70,28 @@ RANK_FIGURES = ("modeled_ms", "gpu_busy_ms", "copy_ms", "comm_ms", "host_wait_ms
 
 def merge_timelines(entries: list[dict]) -> dict | None:
     """The job's modeled timeline: the first reporting rank's figures and lines (rank 0's, whose lines the advice
-    names), the job's modeled time (the latest rank's end), and every rank's totals under `ranks`."""
+    names), the job's modeled time (the latest rank's end), every rank's totals under `ranks`, and the rows to draw
+    of every rank, each named after its rank ("rank 1 cuda:1 nccl"), with their first events (VERDICT_EVENTS in
+    all). The ranks' own copies of rows and events are dropped: the job's timeline holds them."""
     timelines = [(e, e["timeline"]) for e in entries if isinstance(e.get("timeline"), dict)]
     if not timelines:
         return None
     ranks = [{"rank": e["rank"], "node": e.get("node"), **{k: t.get(k) for k in RANK_FIGURES if k in t}}
              for e, t in timelines]
-    return {**timelines[0][1], "modeled_ms": max(t.get("modeled_ms") or 0.0 for _, t in timelines), "ranks": ranks}
+    merged = {**timelines[0][1], "modeled_ms": max(t.get("modeled_ms") or 0.0 for _, t in timelines),
+              "ranks": ranks}
+    if any("rows" in t for _, t in timelines):
+        rows, events, share = [], [], max(1, VERDICT_EVENTS // len(timelines))
+        for e, t in timelines:
+            name = f"rank {e['rank']}" + ("" if e.get("node") is None else f" (node{e['node']})")
+            offset = len(rows)
+            rows += [{**r, "name": f"{name} {r['name']}"} for r in t.get("rows") or []]
+            events += [[event[0] + offset, *event[1:]] for event in (t.get("events") or [])[:share]]
+            for key in ("rows", "events"):
+                t.pop(key, None)
+        merged.update(rows=rows, events=events,
+                      events_total=sum(t.get("events_total") or 0 for _, t in timelines))
+    return merged
 
 
 def merge_traces(ranks: list) -> dict | None:

@@ -15,6 +15,7 @@ from app.content.exercises import Exercise
 from app.content.markdown import highlight_code
 from app.core.errors import Refusal
 from app.grading.paths import verdict_for_learner
+from app.harness.machine import chrome_trace
 from app.learning import progress, reveals
 from app.learning.reveals import FAILED_STATUSES
 from app.models import Submission
@@ -42,6 +43,21 @@ def verdict_json(submission: Submission) -> dict:
     return {**verdict, "id": submission.id, "status": submission.status, "code": submission.code,
             "machine_id": submission.machine,
             "created_at": iso(submission.created_at), "finished_at": iso(submission.finished_at)}
+
+
+class NoTrace(Refusal):
+    """A run without a modeled timeline to download."""
+
+
+def trace_json(submission: Submission) -> dict:
+    """The run's modeled timeline as a Chrome trace (chrome://tracing, ui.perfetto.dev), built from the stored
+    verdict's `timeline` by the function `course run --trace` uses; NoTrace (404) when the run has none (it ran on
+    no simulated GPU, or is not finished)."""
+    timeline = (submission.verdict or {}).get("timeline") if submission.finished else None
+    if not timeline or not timeline.get("rows"):
+        raise NoTrace(404, f"Submission {submission.id} has no modeled timeline: only a finished run on a simulated "
+                           "GPU has one (a run stored before the page drew timelines has only its figures).")
+    return chrome_trace.of_timeline(timeline)
 
 
 def attempt_summary(submission: Submission) -> dict:
@@ -132,6 +148,6 @@ def panel_state(session: Session, *, learner_id: str, exercise: Exercise, unlock
     return state
 
 
-__all__ = ["verdict_json", "attempt_summary", "failed_attempts", "learner_key", "exercise_state", "panel_state",
-           "iso", "SOLUTION_AFTER_FAILURES", "FAILED_STATUSES", "DEFAULT_UNLOCK", "reveal_solution",
-           "reveal_hint", "RevealRefused"]
+__all__ = ["verdict_json", "trace_json", "NoTrace", "attempt_summary", "failed_attempts", "learner_key",
+           "exercise_state", "panel_state", "iso", "SOLUTION_AFTER_FAILURES", "FAILED_STATUSES", "DEFAULT_UNLOCK",
+           "reveal_solution", "reveal_hint", "RevealRefused"]

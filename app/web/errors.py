@@ -22,7 +22,7 @@ from app.lti.platforms import PlatformError
 from app.runner.base import Busy, Rejected, Unavailable
 from app.submissions.live import Refused
 from app.submissions.regrade import RegradeError
-from app.submissions.views import RevealRefused
+from app.submissions.views import NoTrace, RevealRefused
 from app.web.deps import SignInRequired
 from app.web.templating import render
 
@@ -160,6 +160,7 @@ HANDLERS = {
     PlatformError: lti_refused,
     Refused: refusal,
     RevealRefused: refusal,
+    NoTrace: refusal,
     Rejected: rejected,
     Busy: busy,
     Unavailable: unavailable,

@@ -2,7 +2,8 @@
 // attempts, solution. Progressive enhancement: the page works without these scripts (prompt, hints, a plain
 // textarea and the last verdict are in the HTML). This file wires one panel; its parts are in
 // exercise-store.js (drafts and hints kept per learner), exercise-output.js (the output box),
-// exercise-verdict.js (the checks) and exercise-placement.js (the gutter and the table).
+// exercise-verdict.js (the checks), exercise-placement.js (the gutter and the table) and exercise-timeline.js (the
+// modeled timeline of a run on a simulated GPU).
 // Server contract (app/web/exercises.py, docs/api.md):
 //   POST /api/exercises/{slug}/submissions {"code", "machine"?} -> 202 {"id", "url", "events", "machine"} | 413 |
 //        400 | 404 | 422 (a machine the exercise does not offer) | 429 | 503
@@ -15,7 +16,7 @@
   "use strict";
   const ns = (window.CourseExercise = window.CourseExercise || {});
   if (ns.panels) return;  // each page runs this once
-  const { Store, OutputBox, Verdict, Placement } = ns;
+  const { Store, OutputBox, Verdict, Placement, Timeline } = ns;
   const { el, STATUS_TEXT } = Verdict;
 
   // This response's CSP nonce (base.html): the editor's one <style> element must carry it to be applied.
@@ -80,6 +81,7 @@
       this.wireKeyboardNote();
       this.wireButtons();
       this.showStoredPlacement();
+      if (Timeline) Timeline.showStored(this);
       this.loadHistory(true);
     }
 
@@ -288,6 +290,7 @@
       this.output.start();
       this.checks.replaceChildren();
       Placement.clear(this);
+      if (Timeline) Timeline.clear(this);
       this.setStatus(STATUS_TEXT.queued, "pending");
       const code = this.editor.getValue();
       this.saveDraft(code);
@@ -372,6 +375,7 @@
       const advice = this.root.querySelector(".exercise-advice");
       if (advice) Verdict.renderAdvice(advice, verdict);
       Placement.show(this, verdict);
+      if (Timeline) Timeline.show(this, verdict);
       const simulated = this.root.querySelector(".exercise-simulated");
       if (simulated) simulated.hidden = !/simulated/.test(verdict.device || "");
       this.finish(Verdict.statusText(verdict), verdict.status);

@@ -21,6 +21,12 @@ def test_a_graded_run_says_where_its_modeled_time_went(grade):
     assert t is not None and t.machine == "h100"
     assert t.modeled_ms > 0 and t.gpu_busy_ms > 0 and t.kernels > 0
     assert t.syncs >= 20  # 4 batches x 5 epochs read the loss, and the epoch's print
+    # what the page draws: a row for the host (its syncs marked), the GPU's stream and its copy engine
+    assert [r.name for r in t.rows] == ["host", "cuda:0 stream default", "cuda:0 copy engine"]
+    assert t.rows[0].marks >= 20 and t.events and t.events_total == len(t.events)
+    assert {e[3] for e in t.events} >= {"kernel", "copy", "sync_mark"}
+    assert t.modeled_for == "NVIDIA H100 SXM5 80GB"  # `course grade`: the exercise's machine, by its title
+    assert "recorded on a real NVIDIA H200" in t.label and t.summary.startswith("Modeled run ")
     lines = {e.line: e for e in t.lines}
     code = EVERY_STEP.splitlines()
     item_line = next(i for i, text in enumerate(code, 1) if 'print(f"loss' in text)
@@ -47,3 +53,11 @@ def test_a_ddp_run_reports_every_ranks_timeline_with_its_all_reduces(grade):
     assert all(r.collectives >= 11 and r.comm_ms > 0 for r in t.ranks), t.ranks
     assert t.collectives == t.ranks[0].collectives and t.comm_ms == t.ranks[0].comm_ms
     assert t.modeled_ms == max(r.modeled_ms for r in t.ranks)
+    # the drawing's rows: every rank's host, stream and NCCL rows, each named after its rank
+    names = [r.name for r in t.rows]
+    for rank in (0, 1):
+        assert {f"rank {rank} host", f"rank {rank} cuda:{rank} stream default", f"rank {rank} cuda:{rank} nccl"} \
+            <= set(names), names
+    buckets = [e for e in t.events if "DDP bucket" in e[4]]
+    assert {names[e[0]].split(" ")[1] for e in buckets} == {"0", "1"}
+    assert "Each of the 2 ranks has its rows" in t.summary

@@ -32,10 +32,10 @@ s.record(); dist.all_reduce(x); e.record(); e.synchronize()
 # a sync point: rank 1 arrives 50 ms late; rank 0's GPU waits for it, so both read the same time after
 torch.cuda.synchronize(); dist.barrier()
 t = time.perf_counter()
-if rank == 1:
+if dist.get_rank() == 1:
     time.sleep(0.05)
 dist.all_reduce(x); torch.cuda.synchronize(); late = (time.perf_counter() - t) * 1e3
-print(json.dumps({"rank": rank, "synced_ms": synced, "event_ms": s.elapsed_time(e), "late_ms": late,
+print(json.dumps({"rank": dist.get_rank(), "synced_ms": synced, "event_ms": s.elapsed_time(e), "late_ms": late,
                   "value": x[0].item()}))
 dist.destroy_process_group()
 '''
@@ -148,3 +148,15 @@ def test_course_run_trace_of_two_ranks_has_each_ranks_rows_and_their_nccl_stream
     timeline = trace["otherData"]["timeline"]
     assert [r["rank"] for r in timeline["ranks"]] == [0, 1]
     assert all(r["comm_ms"] > 0 and r["collectives"] >= 5 for r in timeline["ranks"])  # a broadcast, 5 steps
+
+
+def test_an_all_reduce_between_two_machines_crosses_their_network(tmp_path: Path):
+    ranks = per_rank(tmp_path, ALL_REDUCE, "--nnodes", "2", "--nproc", "1")
+    assert set(ranks) == {0, 1}
+    for f in ranks.values():
+        # 8 MiB between two machines, one rank each: the ring crosses the network (the profiles' assumed 100
+        # Gb/s, 12.5 GB/s each way) in both of its steps: 8.39 MB at 60-100% of 12.5 GB/s is 0.67-1.12 ms, and
+        # NCCL's ring over the network adds 10-40 us
+        assert 0.65 <= f["event_ms"] <= 1.2, f
+        assert 50.0 + f["event_ms"] - 0.01 <= f["late_ms"] <= 51.0 + f["event_ms"], f
+    assert abs(ranks[0]["late_ms"] - ranks[1]["late_ms"]) <= 0.05, ranks

@@ -3,7 +3,8 @@
 Each figure is checked against a range a real H100 SXM gives, derived beside it from the datasheet figures in
 app/harness/machine/machines/h100.json (FP32 67 TFLOPS without tensor cores, HBM3 3.35 TB/s, PCIe Gen5 x16 at
 64 GB/s per direction) and the efficiencies real kernels reach. The ranges are wide on purpose: they say "what a
-real H100 shows", not "what our model computes"; tests/fidelity compares with recordings where they exist.
+real H100 shows", not "what our model computes"; tests/fidelity compares with recordings where they exist. The
+programs are tests/support/clock_programs.py's, which `make bench` times too (bench/clock.py).
 """
 
 from __future__ import annotations
@@ -14,69 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-COURSE = [str(Path(sys.executable).with_name("course"))]
+from tests.support.clock_programs import FIGURES
 
-FIGURES = r'''
-import json, time, torch
-out = {}
-def best(fn, n=3):
-    return min(fn() for _ in range(n))
-def mlp_step(device):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1024)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    xb, yb = torch.randn(256, 1024, device=device), torch.randn(256, 1024, device=device)
-    def step():
-        opt.zero_grad(); torch.nn.functional.mse_loss(model(xb), yb).backward(); opt.step()
-    step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t = time.perf_counter(); step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - t) * 1e3
-out["mlp_gpu_ms"], out["mlp_host_ms"] = mlp_step("cuda"), mlp_step("cpu")
-a = torch.randn(1024, 1024, device="cuda"); b = torch.randn(1024, 1024, device="cuda")
-c = a @ b; torch.cuda.synchronize()
-def synced():
-    t = time.perf_counter(); c = a @ b; torch.cuda.synchronize(); return (time.perf_counter() - t) * 1e3
-def unsynced():
-    torch.cuda.synchronize(); t = time.perf_counter(); c = a @ b; ms = (time.perf_counter() - t) * 1e3
-    torch.cuda.synchronize(); return ms
-out["synced_ms"], out["unsynced_ms"] = best(synced), best(unsynced)
-ha, hb = a.cpu(), b.cpu()
-t = time.perf_counter(); hc = ha @ hb; out["host_ms"] = (time.perf_counter() - t) * 1e3
-def events():
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(10):
-        c = a @ b
-    e.record(); e.synchronize(); return s.elapsed_time(e)
-out["ten_events_ms"] = best(events)
-x = torch.empty(64 << 20)  # 256 MiB of float32
-t = time.perf_counter(); y = x.to("cuda"); torch.cuda.synchronize()
-out["pageable_ms"] = (time.perf_counter() - t) * 1e3
-del y
-xp = x.pin_memory(); del x
-t = time.perf_counter(); y = xp.to("cuda"); torch.cuda.synchronize(); out["pinned_ms"] = (time.perf_counter() - t) * 1e3
-del y
-t = time.perf_counter(); y = xp.to("cuda", non_blocking=True); t1 = time.perf_counter(); torch.cuda.synchronize()
-out["nb_call_ms"], out["nb_wait_ms"] = (t1 - t) * 1e3, (time.perf_counter() - t1) * 1e3
-del y, xp
-big_a, big_b = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")  # no values kept
-small = torch.ones(10, device="cuda")
-def loop(every_step):
-    torch.cuda.synchronize(); t = time.perf_counter()
-    for _ in range(10):
-        time.sleep(0.003)  # host work: 3 ms
-        c = big_a @ big_b  # GPU work: 2 * 4096^3 = 137 GFLOP, about 3 ms
-        if every_step:
-            small.sum().item()  # the loss, read every step
-    torch.cuda.synchronize(); return (time.perf_counter() - t) * 1e3
-out["item_every_step_ms"], out["one_sync_ms"] = loop(True), loop(False)
-t = time.perf_counter(); time.sleep(0.05); out["sleep_ms"] = (time.perf_counter() - t) * 1e3
-print(json.dumps(out))
-'''
+COURSE = [str(Path(sys.executable).with_name("course"))]
 
 # device-side figures only: events around GPU-bound work (tensors past 16 MiB keep no values, so it is quick)
 DEVICE_SIDE = r'''
@@ -89,7 +30,16 @@ for _ in range(5):
 e.record(); e.synchronize()
 s2, e2 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 s2.record(); y = a.to(torch.bfloat16) @ b.to(torch.bfloat16); e2.record(); e2.synchronize()
-print(json.dumps([s.elapsed_time(e), s2.elapsed_time(e2)]))
+from torch.profiler import ProfilerActivity, profile
+small = torch.randn(1024, 1024, device="cuda")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    c = small @ small
+    y = torch.randn(1 << 20).to("cuda")
+    total = c.sum().item()
+# the profiler's CUDA times, to the nanosecond (Kineto's resolution)
+cuda = {e.key: [round(e.device_time_total, 3), round(e.self_device_time_total, 3)] for e in prof.key_averages()
+        if e.device_time_total}
+print(json.dumps([s.elapsed_time(e), s2.elapsed_time(e2), cuda]))
 '''
 
 
@@ -145,12 +95,17 @@ def test_device_side_figures_are_the_same_on_every_run_and_under_load(tmp_path: 
     # 2 * 8192^3 = 1.1 TFLOP per product at 70% of 67 TFLOPS: 23.4 ms each; bf16 runs on the tensor cores
     assert 5 * 20 <= first[0] <= 5 * 30, first
     assert first[1] < first[0] / 5 / 5, first
+    # the profiler's CUDA columns: the product's kernel (40-64 us, as above), the copy and the sum
+    assert {"aten::mm", "Memcpy HtoD (Pageable -> Device)", "aten::sum"} <= set(first[2]), first[2]
+    assert 40 <= first[2]["aten::mm"][0] <= 64, first[2]
+    again = figures(tmp_path, DEVICE_SIDE)  # another run on the same (idle) machine
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a loaded machine
     try:
         loaded = figures(tmp_path, DEVICE_SIDE)
     finally:
         burner.kill()
         burner.wait()
+    assert again == first
     assert loaded == first
 
 

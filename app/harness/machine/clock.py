@@ -3,8 +3,10 @@
 Every op the tracer runs on a simulated GPU is queued here with a modeled duration (a roofline: FLOPs at the
 dtype's peak, bytes at memory bandwidth, each at a realistic efficiency, never shorter than a kernel's floor);
 copies run at the machine's host-link rates (pageable blocks the host, pinned with non_blocking=True returns at
-once) or over the GPU link. The host pays a launch cost per op and waits at each synchronisation point until the
-stream has drained. The program's clocks (time.perf_counter, monotonic, time and their _ns forms) then read
+once) or over the GPU link; torch.distributed's collectives on NCCL's stream of each device for a ring's time,
+from when the last rank reached them (distributed.py hands them over). The host pays a launch cost per op and
+waits at each synchronisation point until the stream has drained. The program's clocks (time.perf_counter,
+monotonic, time and their _ns forms) then read
 
     the host's own CPU time (less the time spent emulating device work)  +  modeled launches and waits
 
@@ -27,6 +29,8 @@ import time
 import torch
 from torch.utils import flop_counter
 from torch.utils.flop_counter import conv_flop_count, sdpa_flop_count
+
+from app.harness.machine import chrome_trace
 
 # torch.utils.flop_counter's formulas for mm and bmm, without the shape_wrapper its registration adds: that wrapper
 # tree_maps every argument (and the output) to shapes, which cost more than the rest of an op's charge; the
@@ -101,6 +105,9 @@ RING_OF = {"all_reduce": "all_reduce", "barrier": "all_reduce", "broadcast": "br
 STEPS_KEPT = 10000
 # events of the timeline kept for the Chrome trace (a long loop repeats the same ones)
 TRACE_EVENTS_KEPT = 20000
+# the real GPU whose recordings set LAUNCH_S and SYNC_S and against which the model is checked
+# (tests/fidelity/calibration/h200.json, recorded by scripts/gpu-check; tests/fidelity/test_calibration.py)
+CALIBRATED_ON = "NVIDIA H200"
 # ops that make no kernel: metadata and views answer from the tensor's header
 NO_KERNEL = frozenset({
     "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
@@ -656,12 +663,17 @@ class DeviceClock:
         total = max([self.host] + [s.ready for s in self.streams.values()])
         ms = {"modeled_ms": total, "gpu_busy_ms": self.gpu_busy, "copy_ms": self.copy_time,
               "comm_ms": self.comm_time, "host_wait_ms": self.host_wait, "gpu_idle_ms": self.gpu_idle}
-        return {"machine": (self.figures or {}).get("machine"), **{k: round(v * 1e3, 4) for k, v in ms.items()},
+        return {"machine": (self.figures or {}).get("machine"), "calibrated_on": CALIBRATED_ON,
+                **{k: round(v * 1e3, 4) for k, v in ms.items()},
                 "syncs": self.count, "kernels": self.kernels, "collectives": self.collectives,
                 "step_ms": self.step_ms(),
                 "lines": [{"line": line, "ms": round(self.by_line.get(line, 0.0) * 1e3, 4),
                            "wait_ms": round(self.waits_by_line.get(line, 0.0) * 1e3, 4)}
                           for line in sorted(set(self.by_line) | set(self.waits_by_line))]}
+
+    def timeline(self, limit: int) -> dict:
+        """The summary, with the rows and the first `limit` events to draw (chrome_trace.drawing)."""
+        return {**self.summary(), **chrome_trace.drawing(self.trace, limit)}
 
 
 CLOCK = DeviceClock()

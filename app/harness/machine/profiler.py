@@ -123,6 +123,8 @@ class Recording:
                     launcher = ranges[call] = _host_event(BACKWARD_RANGE, self.warp(span[0]), self.warp(span[1]),
                                                           thread)
                     out.append(launcher)
+            elif kind == "collective":  # NCCL's kernel, launched by torch.distributed or DDP's hook, not an aten op
+                launcher = None
             else:
                 launcher = launchers.get(call)
             device = _device_event(n, row, name, start, seconds, line, kind, launcher)
@@ -211,17 +213,29 @@ def _device_event(n: int, row: str, name: str, start: float, seconds: float, lin
     if kind == "copy":  # "copy h2d 4.0 MiB pinned"
         parts = name.split()
         label = MEMCPY_NAMES.get((parts[1], parts[4] if len(parts) > 4 else ""), name)
-    elif kind == "collective":  # "nccl all_reduce 8.0 MiB": NCCL's kernel on its own stream
-        label = name
+    elif kind == "collective":  # "nccl all_reduce 8.0 MiB", "nccl all_reduce (DDP bucket, 8.0 MiB)": one row per op
+        label = name.split(",")[0] + ")" if "(" in name else " ".join(name.split()[:2])
     elif name == "autograd backward":
         label = "backward kernels (modeled)"
     else:
         label = f"{launcher.name.removeprefix('aten::') if launcher else name} kernel"
-    fe = FunctionEvent(id=n, name=label, trace_name=label, thread=0, start_us=start * 1e6,
-                       end_us=(start + seconds) * 1e6, use_device="cuda", device_type=DeviceType.CUDA,
-                       device_index=index, input_shapes=[], stack=[])
+    fe = FunctionEvent(id=n, name=label, trace_name=label, thread=0, start_us=0.0, end_us=0.0, use_device="cuda",
+                       device_type=DeviceType.CUDA, device_index=index, input_shapes=[], stack=[])
+    fe.time_range = Span(start * 1e6, seconds * 1e6)
     fe.row, fe.line = row, line  # for the Chrome trace
     return fe
+
+
+class Span(Interval):
+    """A device event's time: its duration is the model's own figure, not its end less its start (which rounds
+    differently wherever the work starts, and the device-side figures must be the same on every run)."""
+
+    def __init__(self, start: float, duration: float):
+        super().__init__(start, start + duration)
+        self.duration = duration
+
+    def elapsed_us(self):
+        return self.duration
 
 
 class SimulatedProfile(autograd_profiler.profile):
@@ -250,6 +264,8 @@ class SimulatedProfile(autograd_profiler.profile):
         if CLOCK.recording is self.recording:
             self.recording.anchor(CLOCK.now(), None)
             CLOCK.recording = None
+        if self._function_events and self.acc_events:  # what torch's exit keeps of earlier cycles (below: off)
+            self._old_function_events = self._function_events
         accumulate, self.acc_events, device = self.acc_events, False, self.use_device
         self.use_device = None if self.cuda else device  # no second synchronize
         try:
@@ -264,6 +280,10 @@ class SimulatedProfile(autograd_profiler.profile):
         events = super()._parse_kineto_results(result, timeout_s=timeout_s)
         if not self.modeled or self.recording is None:
             return events
+        if _simulated_nccl():  # ProcessGroupNCCL's ranges ("nccl:all_reduce"), not those of gloo underneath
+            for fe in events:
+                if fe.name.startswith("gloo:"):
+                    fe.name = fe.trace_name = "nccl:" + fe.name[5:]
         return self.recording.events(events, result.trace_start_ns(), keep_host_ops=self.keep_host_ops,
                                      device=self.cuda)
 
@@ -297,6 +317,13 @@ def profile_trace(events, metadata: dict | None = None) -> dict:
     return chrome_trace.chrome_trace(entries, machine=machine, other={"profiler": True, **(metadata or {})})
 
 
+def _simulated_nccl() -> bool:
+    """Whether the program's process group is NCCL, which the simulation runs over gloo (machine/distributed.py)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_backend() == "nccl"
+
+
 def _supported_activities():
     """A CUDA host's profiler supports CPU and CUDA activities (the CPU-only wheel's Kineto only CPU)."""
     return {torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA}
@@ -306,7 +333,19 @@ def install(patches) -> None:
     """Have torch.profiler (and torch.autograd.profiler) profile the simulated GPU on its clock."""
     import torch.profiler.profiler as profiler_module
 
+    original = profiler_module._KinetoProfile._get_distributed_info
+
+    def distributed_info(self):
+        """The trace's distributedInfo; a simulated NCCL has no library to report a version of."""
+        try:
+            return original(self)
+        except AttributeError:  # torch.cuda.nccl.version(): torch._C._nccl_version exists on CUDA builds only
+            import torch.distributed as dist
+
+            return {"backend": dist.get_backend(), "rank": dist.get_rank(), "world_size": dist.get_world_size()}
+
     patches.set(autograd_profiler, "profile", SimulatedProfile)
+    patches.set(profiler_module._KinetoProfile, "_get_distributed_info", distributed_info)
     patches.set(profiler_module, "supported_activities", _supported_activities)
     patches.set(torch.profiler, "supported_activities", _supported_activities)
 

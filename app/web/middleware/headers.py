@@ -97,7 +97,12 @@ class SecurityHeadersMiddleware:
             return await self.app(scope, receive, send)
         nonce = secrets.token_urlsafe(NONCE_BYTES)
         scope.setdefault("state", {})["csp_nonce"] = nonce
-        extra = _encoded(security_headers(scope["path"], nonce=nonce, production=self.production))
+        path = scope["path"]
+        if path in DOCS_PATHS or path.startswith("/static/"):
+            extra = _encoded(security_headers(path, nonce=nonce, production=self.production))
+        else:  # every page and API answer: the same list, the nonce put into the policy (encoded once, at import)
+            extra = [(b"content-security-policy", _CSP_HEAD + nonce.encode() + _CSP_TAIL),
+                     *(_FIXED_PRODUCTION if self.production else _FIXED)]
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -119,3 +124,10 @@ _NAMES = frozenset(name.lower().encode("latin-1") for name in [*HEADERS, "Conten
 
 def _encoded(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+
+
+# The headers of every response but the API explorers' and static files', encoded once: CSP around its nonce,
+# then the fixed ones (the order security_headers gives them)
+_CSP_HEAD, _CSP_TAIL = (part.encode("latin-1") for part in CSP.split("{nonce}"))
+_FIXED = _encoded(HEADERS)
+_FIXED_PRODUCTION = _FIXED + [(b"strict-transport-security", f"max-age={HSTS_MAX_AGE_S}".encode())]

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.content import machine_choices
@@ -230,6 +230,16 @@ def reveal_solution_form(exercise: ExerciseDep, learner: LearnerId, session: Ses
 def get_submission(submission: OwnedSubmission) -> dict:
     """Return the submission's Verdict JSON (status "queued"/"running" until it is done), code and timings."""
     return verdict_json(submission)
+
+
+@router.get("/api/submissions/{submission_id}/trace", responses={
+    200: {"description": "The Chrome trace, as a download", "content": {"application/json": {}}},
+    404: {"description": "No such submission, another learner's, or a run without a modeled timeline"}})
+def get_submission_trace(submission: OwnedSubmission) -> JSONResponse:
+    """Download the run's modeled timeline as a Chrome trace JSON (opens in ui.perfetto.dev, chrome://tracing)."""
+    name = f"{submission.exercise_slug}-{submission.id[:8]}-trace.json"
+    return JSONResponse(views.trace_json(submission),
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse,
