@@ -134,3 +134,26 @@ def test_a_flood_on_the_tier_travels_in_batches_and_resumes_exactly(running_tier
     assert sum(len(b["lines"]) + b.get("skipped", 0) for b in batches) == len(printed)
     assert any(b.get("capped") for b in batches) and verdict == outcome.verdict
     assert parse_sse(rest) == events[2:]
+
+
+def test_a_lesson_block_runs_on_a_worker_and_streams_from_the_web_server_that_took_it(running_tier):
+    """A lesson block's Run on the tier is a plain job on a worker; its events are followed by the web server that
+    took the POST (nothing is stored, so another web server has no run by that id: it says so, 404)."""
+    first, second = running_tier.web
+
+    async def scenario():
+        async with Learner(first) as learner:
+            started = await learner.request("POST", "/api/lessons/cpu-gpu-border/blocks/1/runs",
+                                            json={"machine": "t4"})
+            assert started.status_code == 202, started.text
+            events = await learner.request("GET", started.json()["events"])
+            async with httpx.AsyncClient(base_url=second, timeout=60, headers={"Cookie": learner.cookie}) as other:
+                elsewhere = await other.get(started.json()["events"])
+        return events, elsewhere
+
+    events, elsewhere = run(scenario())
+    parsed = parse_sse(events.text)
+    assert [kind for kind, _ in parsed][-1] == "done" and parsed[-1][1]["status"] == "ok", parsed
+    assert parsed[-1][1]["machine"] == "Colab's T4"
+    assert [item["line"] for kind, data in parsed if kind == "output" for item in data["lines"]][:1] == ["cpu"]
+    assert elsewhere.status_code == 404 and "of yours" in elsewhere.json()["detail"]
