@@ -226,6 +226,8 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
 
         def run_on(host):
+            # in the forked child: only how the program ends comes back, so the hooks that gather facts go
+            tracer.stop_observing(batches=not host.simulated)
             if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
                 tracer.uninstall()
             if host.mps and tracer.mps is not None:  # a Mac reads PYTORCH_ENABLE_MPS_FALLBACK at `import torch`

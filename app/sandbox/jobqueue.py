@@ -10,6 +10,7 @@ import json
 import os
 import selectors
 import struct
+import time
 
 from app.sandbox import child as childmod
 from app.sandbox import gpus, startup
@@ -18,6 +19,8 @@ from app.sandbox.jobstate import RunningJob
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
 
+# seconds after a job is handed over during which the pools are not topped up while it runs (see refill_pools)
+REFILL_HOLD_S = 0.05
 # the payload's length, before it (app/harness/channel.py reads it: the pipe stays open for the key)
 PAYLOAD_HEADER = struct.Struct(">Q")
 # why a job of several ranks cannot have real GPUs yet (docs/grading.md, "Several ranks")
@@ -69,9 +72,13 @@ class JobQueue:
     def refill_pools(self) -> None:
         """Prepare the children the pools keep waiting, unless the server refuses to run code or is closing."""
         if self.refuse is None and not self.closing:
+            # a job handed over within REFILL_HOLD_S and still running: most jobs end sooner, and their result
+            # goes out first (PreforkPool.refill says why); the step after the hold tops the pool up
+            hold = any(job.status is None and time.monotonic() - job.started < REFILL_HOLD_S
+                       for job in self.jobs.values())
             for pool in (self.cpu_pool, self.gpu_pool):
                 if pool is not None:
-                    pool.refill()
+                    pool.refill(hold)
 
     def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False, key: str | None = None) -> None:
         """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots).

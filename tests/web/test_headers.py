@@ -25,7 +25,8 @@ def get_routes(app) -> list[str]:
 
 @pytest.fixture
 def visitor(app, signed_in_client):
-    """A signed-in instructor (every route answers them) with a finished submission, a reset link and a regrade;
+    """A signed-in instructor (every route answers them) with a finished submission, a reset link, a regrade and a
+    lesson block's run;
     `.values` fills each path parameter."""
     browser = signed_in_client(role="instructor")
     lesson = app.state.course.lessons[0].slug
@@ -41,6 +42,9 @@ def visitor(app, signed_in_client):
         browser.values = {"submission_id": sub.id, "token": token, "lesson": lesson, "exercise": exercise,
                           "learner_id": user.learner_id,
                           "regrade_id": str(regrade.id)}
+    run = browser.post(f"/api/lessons/{lesson}/blocks/1/runs", json={})  # a lesson block's run, in the sandbox
+    assert run.status_code == 202, run.text
+    browser.values["run_id"] = run.json()["id"]
     return browser
 
 
@@ -83,14 +87,16 @@ def test_the_walk_covers_pages_api_and_the_new_routes(app):
 
 # GET routes only an LMS's launch makes answer 200 or 302 (tests/lti drives them with one): here their refusal,
 # which carries the same headers
-NEED_AN_LMS = {"/lti/login": 400, "/lti/deep-link": 400}
+# routes that answer the visitor with a refusal, which must carry the headers too: the LTI doors need an LMS, and
+# the seeded submission ran on no simulated GPU, so it has no timeline to download
+NOT_200 = {"/lti/login": 400, "/lti/deep-link": 400, "/api/submissions/{submission_id}/trace": 404}
 
 
 def test_every_get_route_answers_with_the_security_headers(app, visitor):
     for route in get_routes(app):
         path = real_path(route, visitor.values)
         response = visitor.get(path, follow_redirects=False)
-        assert response.status_code == NEED_AN_LMS.get(route, 200), (path, response.status_code, response.text[:300])
+        assert response.status_code == NOT_200.get(route, 200), (path, response.status_code, response.text[:300])
         assert_security_headers(response, route)
 
 
@@ -99,7 +105,7 @@ def test_head_answers_like_get_without_a_body_on_every_get_route(app, visitor):
         path = real_path(route, visitor.values)
         got = visitor.get(path, follow_redirects=False)
         head = visitor.head(path, follow_redirects=False)
-        assert head.status_code == got.status_code == NEED_AN_LMS.get(route, 200), (path, head.status_code)
+        assert head.status_code == got.status_code == NOT_200.get(route, 200), (path, head.status_code)
         assert head.content == b"", path
         assert head.headers["content-type"] == got.headers["content-type"], path
         if "content-length" in got.headers:  # a page's CSRF token and nonce change, not their lengths

@@ -38,6 +38,9 @@ POOLS = ("small_pool", "large_pool")
 STAT_KEYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
              "active_bytes", "inactive_split_bytes", "requested_bytes")
 _ORDER = itertools.count()
+# the figures every malloc raises and every free lowers, in this order: a block, its bytes, an active block, its
+# bytes, the bytes asked for
+_BLOCK_KEYS = ("allocation", "allocated_bytes", "active", "active_bytes", "requested_bytes")
 
 
 def round_size(size: int) -> int:
@@ -129,6 +132,9 @@ class Allocator:
         self.free_blocks = {pool: [] for pool in POOLS}  # sorted (size, order, block)
         self.segments: list[Segment] = []
         self.stats = {key: {pool: Stat() for pool in ("all", *POOLS)} for key in STAT_KEYS}
+        # per pool, the (all, pool) Stat pairs a malloc and a free move together (looked up once, not per call)
+        self._block_stats = {pool: [(self.stats[key]["all"], self.stats[key][pool]) for key in _BLOCK_KEYS]
+                             for pool in POOLS}
         self.counters = {"num_alloc_retries": 0, "num_ooms": 0, "num_sync_all_streams": 0, "num_device_alloc": 0,
                          "num_device_free": 0}
 
@@ -149,8 +155,18 @@ class Allocator:
         return max(0, self.total - self.context - self.reserved)
 
     def _stat(self, key: str, pool: str, amount: int) -> None:
-        for name in ("all", pool):
-            (self.stats[key][name].up if amount >= 0 else self.stats[key][name].down)(abs(amount))
+        # Stat.up / Stat.down on the "all" figure and the pool's, written out: every simulated GPU tensor's malloc
+        # and free comes here ten times
+        per_pool = self.stats[key]
+        for stat in (per_pool["all"], per_pool[pool]):
+            if amount >= 0:
+                stat.current += amount
+                if stat.current > stat.peak:
+                    stat.peak = stat.current
+                stat.allocated += amount
+            else:
+                stat.current += amount
+                stat.freed -= amount
 
     # ------------------------------------------------------------------ malloc / free
     def malloc(self, nbytes: int) -> Block:
@@ -161,9 +177,12 @@ class Allocator:
         block = self._cached(pool, size) or self._new_segment(pool, size, nbytes)
         block = self._split(block, size, pool)
         block.allocated, block.requested = True, nbytes
-        for key, amount in (("allocation", 1), ("allocated_bytes", block.size), ("active", 1),
-                            ("active_bytes", block.size), ("requested_bytes", nbytes)):
-            self._stat(key, pool, amount)
+        for pair, amount in zip(self._block_stats[pool], (1, block.size, 1, block.size, nbytes)):
+            for stat in pair:  # Stat.up, written out
+                stat.current += amount
+                if stat.current > stat.peak:
+                    stat.peak = stat.current
+                stat.allocated += amount
         return block
 
     def check(self, nbytes: int) -> None:
@@ -185,9 +204,10 @@ class Allocator:
             return
         pool = block.segment.pool
         block.allocated = False
-        for key, amount in (("allocation", -1), ("allocated_bytes", -block.size), ("active", -1),
-                            ("active_bytes", -block.size), ("requested_bytes", -block.requested)):
-            self._stat(key, pool, amount)
+        for pair, amount in zip(self._block_stats[pool], (1, block.size, 1, block.size, block.requested)):
+            for stat in pair:  # Stat.down, written out
+                stat.current -= amount
+                stat.freed += amount
         self._insert_free(self._merge(block))
 
     def release_cached(self) -> None:

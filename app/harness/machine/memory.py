@@ -20,7 +20,7 @@ import weakref
 import torch
 
 from app.harness.machine.allocator import Allocator, alloc_conf_expandable, round_size
-from app.harness.machine.clock import CLOCK
+from app.harness.machine.clock import CLOCK, _cpu
 
 # bytes of the card the CUDA context takes before the first tensor (kernels, cuBLAS handles); mem_get_info counts
 # it as used. Modeled: a few hundred MiB on recent cards with lazy module loading (CUDA_MODULE_LOADING=LAZY,
@@ -34,11 +34,13 @@ class _Ref(weakref.ref):
     __slots__ = ("key",)
 
 
-def storage_key(t: torch.Tensor) -> tuple[int, int, bool]:
-    """(key, bytes, dataless) of t's storage: the StorageImpl's address, shared by views, real or meta."""
+def storage_key(t: torch.Tensor) -> tuple[int, int, bool, int]:
+    """(key, bytes, dataless, host address) of t's storage: the StorageImpl's address, shared by views, real or
+    meta; the address of its values (0 for a meta storage)."""
     with torch._C.DisableTorchFunction():  # never through the tracer's mode (it may be what is tracking t)
         storage = t.untyped_storage()
-        return storage._cdata, storage.nbytes(), storage.device.type == "meta"
+        meta = storage.device.type == "meta"
+        return storage._cdata, storage.nbytes(), meta, 0 if meta else storage.data_ptr()
 
 
 class Memory:
@@ -81,7 +83,7 @@ class Memory:
         if not label.startswith("cuda:"):
             self.untrack(t)
             return
-        key, nbytes, dataless = storage_key(t)
+        key, nbytes, dataless, ptr = storage_key(t)
         counted = t.__dict__.get("_pt_mem")
         if counted is not None:
             if counted[0] == key and self._owns(t, counted):
@@ -93,8 +95,6 @@ class Memory:
         if entry is None:
             index = int(label[5:])
             block = self.device(index).malloc(nbytes)  # raises torch.OutOfMemoryError as the card would
-            with torch._C.DisableTorchFunction():
-                ptr = 0 if dataless else t.untyped_storage().data_ptr()
             entry = self.live[key] = [index, block, 0, label, ptr, 0 if dataless else nbytes]
             if ptr:
                 self._ptrs[ptr] = key
@@ -118,9 +118,14 @@ class Memory:
         return ref is not None and ref() is t
 
     def _dropped(self, ref) -> None:
-        with CLOCK.excluded():  # the simulation's bookkeeping when the program drops a tensor is not its time
+        # the simulation's bookkeeping when the program drops a tensor is not its time (CLOCK.excluded, written out:
+        # this runs for every GPU tensor the program lets go)
+        started = _cpu()
+        try:
             if self._refs.pop(id(ref), None) is not None:
                 self._release(ref.key)
+        finally:
+            CLOCK._cpu_mark += _cpu() - started
 
     def _release(self, key: int) -> None:
         entry = self.live.get(key)

@@ -134,8 +134,9 @@ class Simulation:
         torch.Tensor.record_stream = lambda t, stream: None
 
     # ---------------------------------------------------------------- the calls the simulation answers
-    def simulate(self, func, name: str, args, kwargs):
-        """Answer a call that a simulated device changes; return NotImplemented for an ordinary call."""
+    def simulate(self, func, name: str, args, kwargs, ins: list | None = None):
+        """Answer a call that a simulated device changes; return NotImplemented for an ordinary call. `ins`: the
+        call's tensors (tensors_in), when the caller has them."""
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if first is not None:
             if name in ("to", "cuda", "cpu", "type_as"):
@@ -155,13 +156,16 @@ class Simulation:
         target = kwargs.get("device")
         if (target is not None or kwargs.get("pin_memory")) and name not in MIXING_ALLOWED:
             return self._factory(func, name, args, kwargs, "cpu" if target is None else target)
-        self._check_mixing(func, name, args, kwargs)
+        self._check_mixing(func, name, args, kwargs, ins)
         return NotImplemented
 
-    def run_simulated(self, func, name: str, args, kwargs):
-        """Run an ordinary call that meets simulated GPU tensors: autocast casts and the GPU's random state."""
+    def run_simulated(self, func, name: str, args, kwargs, ins: list | None = None):
+        """Run an ordinary call that meets simulated GPU tensors: autocast casts and the GPU's random state. `ins`:
+        the call's tensors, when the caller has them."""
+        if ins is None:
+            ins = tensors_in((args, kwargs))
         # past the job's budget for GPU tensors with values, results are kept without values too
-        if dataless.any_dataless(tensors_in((args, kwargs))):
+        if dataless.any_dataless(ins):
             valueless = "derived"  # why its results have no values (dataless.mark)
         elif name not in dataless.NO_NEW_MEMORY and self.memory.over_budget(self.devices.host):
             valueless = "budget"
@@ -170,6 +174,7 @@ class Simulation:
         kind = autocast.active()
         if kind and name in autocast.WATCHED:
             args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator, kind)
+            ins = tensors_in((args, kwargs))  # the cast tensors from here on
         if valueless:
             return dataless.run(func, name, args, kwargs, self.device_of, why=valueless)
         if name in RANDOM_WITH_GENERATOR or name in RANDOM_WITHOUT_GENERATOR:
@@ -177,7 +182,7 @@ class Simulation:
             if label:
                 return self._with_gpu_random(label, func, name, args, kwargs)
         try:
-            if self.devices.host.mps and self._on_mps(args, kwargs):
+            if self.devices.host.mps and self._on_mps(ins):
                 return self.mps.run(func, args, kwargs)  # ops without an MPS kernel fail (or fall back) here
             return func(*args, **kwargs)
         except RuntimeError as exc:  # a meta tensor torch made itself (a gradient) met one with values
@@ -186,8 +191,8 @@ class Simulation:
             raise
 
     @staticmethod
-    def _on_mps(args, kwargs) -> bool:
-        return any(t.__dict__.get("_pt_dev", "").startswith("mps") for t in tensors_in((args, kwargs)))
+    def _on_mps(ins: list) -> bool:
+        return any(t.__dict__.get("_pt_dev", "").startswith("mps") for t in ins)
 
     def keep_saved_tensors(self) -> None:
         """From the first data-less tensor on, count what autograd saves for backward until its graph is gone
@@ -204,10 +209,11 @@ class Simulation:
                         names=self.names_in(frame, t), device=self.device_of(t))
             raise messages.numpy_on_device(self.device_of(t))
 
-    def _check_mixing(self, func, name, args, kwargs) -> None:
+    def _check_mixing(self, func, name, args, kwargs, tensors: list | None = None) -> None:
         if name in MIXING_ALLOWED:
             return
-        tensors = tensors_in((args, kwargs))
+        if tensors is None:
+            tensors = tensors_in((args, kwargs))
         labels = {t.__dict__.get("_pt_dev") for t in tensors} - {None}
         if not labels:
             return
@@ -321,9 +327,10 @@ class Simulation:
             self.note_placement(label)
         out = self._move_data(src, label, current, dtype, non_blocking, bool(kwargs.get("copy", False) or moving),
                               memory_format)
-        clock = cuda_streams.CLOCK
+        clock, seen = cuda_streams.CLOCK, {}
         if clock.active and out is not src and (moving or label != "cpu"):
-            frame = self.learner_frame()
+            direct, frame = self.learner_frames()  # one walk: the copy's line, and the move's facts below
+            seen["frame"] = direct
             line = frame.f_lineno if frame else None
             if moving:
                 clock.copy(current, label, src.numel() * src.element_size(), line=line, non_blocking=non_blocking,
@@ -339,7 +346,7 @@ class Simulation:
                 out._pt_moved = label != "cpu" or bool(src.__dict__.get("_pt_moved"))
             if moving and label == "cpu":
                 self._arrived_on_host(out, non_blocking)
-        self._observe(name, args, kwargs, out, move=(current, label), non_blocking=non_blocking)
+        self._observe(name, args, kwargs, out, move=(current, label), non_blocking=non_blocking, **seen)
         return out
 
     def _move_data(self, src, label, current, dtype, non_blocking, copy, memory_format):

@@ -16,7 +16,7 @@ import torch.utils.data.dataloader
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import TensorDataset, dataloader
 
-from app.harness.machine.clock import CLOCK
+from app.harness.machine.clock import CLOCK, _cpu
 from app.harness.machine.simulation import tensors_in
 
 # frames that are torch's own torch-function plumbing (between the learner's call and the mode)
@@ -30,15 +30,20 @@ DEVICE_QUERIES = [("torch.cuda", "is_available"), ("torch.cuda", "device_count")
                   ("torch.accelerator", "is_available"), ("torch.accelerator", "device_count"),
                   ("torch.accelerator", "current_accelerator")]
 _SIGNATURES: dict = {}  # Tensor.backward's and torch.autograd.backward's, read once
+_ORIG_NEXT = None  # DataLoader's own __next__, as _patch_dataloader found it
 _MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, "torch.mps": torch.mps,
             "torch.accelerator": torch.accelerator}
 
 
 def _not_the_programs_time(hook):
-    """A hook of the tracer's: its time is the simulation's, not the program's (machine/clock.py)."""
+    """A hook of the tracer's: its time is the simulation's, not the program's (machine/clock.py; CLOCK.excluded
+    written out, as it runs for every module call)."""
     def timed(*args):
-        with CLOCK.excluded():
+        started = _cpu()
+        try:
             return hook(*args)
+        finally:
+            CLOCK._cpu_mark += _cpu() - started
     return timed
 
 
@@ -47,12 +52,25 @@ class Hooks:
 
     def install_hooks(self) -> None:
         """Module, optimizer, DataLoader and device-question hooks (before the learner's code runs)."""
-        torch.nn.modules.module.register_module_forward_pre_hook(_not_the_programs_time(self._forward_pre_hook))
-        register_optimizer_step_pre_hook(_not_the_programs_time(self._step_pre_hook))
-        register_optimizer_step_post_hook(self._step_post_hook)
+        self._observers = [
+            torch.nn.modules.module.register_module_forward_pre_hook(_not_the_programs_time(self._forward_pre_hook)),
+            register_optimizer_step_pre_hook(_not_the_programs_time(self._step_pre_hook)),
+            register_optimizer_step_post_hook(self._step_post_hook)]
         self._patch_dataloader()
         self._patch_module_moves()
         self._watch_device_queries()
+
+    def stop_observing(self, *, batches: bool) -> None:
+        """Remove the hooks that only gather facts, for a run whose facts nobody reads (elsewhere.py's run on
+        another machine): with no global forward hook nn.Module calls take their fast path again, and an
+        optimizer step no longer checks its gradients. What changes how the program behaves stays (the
+        simulation, module moves' ordinals). batches=True: also give DataLoader its own __next__ back (only where
+        no tracer mode runs: the patch keeps a simulated run's fetches untraced)."""
+        for handle in getattr(self, "_observers", ()):
+            handle.remove()
+        self._observers = []
+        if batches and _ORIG_NEXT is not None:
+            dataloader._BaseDataLoaderIter.__next__ = _ORIG_NEXT
 
     # ---------------------------------------------------------------- where the device came from
     def _watch_device_queries(self) -> None:
@@ -81,7 +99,10 @@ class Hooks:
 
     # ---------------------------------------------------------------- batches and module moves
     def _patch_dataloader(self) -> None:
+        global _ORIG_NEXT
         tracer, orig_next = self, dataloader._BaseDataLoaderIter.__next__
+        if _ORIG_NEXT is None:  # torch's own, even where an earlier tracer in this process patched it
+            _ORIG_NEXT = orig_next
 
         def __next__(it):
             if _untraced_fetch(it):  # nothing labelled can come out: skip ~100 traced calls per batch
@@ -147,6 +168,9 @@ class Hooks:
         return None
 
     def _step_pre_hook(self, optimizer, args, kwargs):
+        if not self.keeping("step"):  # past the kept ones only counted: no gradients to look at
+            self.counts["step"] = self.counts.get("step", 0) + 1
+            return
         frame = self.learner_frame()
         with torch._C.DisableTorchFunction():
             params = [p for g in optimizer.param_groups for p in g["params"]]

@@ -129,6 +129,25 @@ class Tracer(Hooks, Simulation):
             f = f.f_back
         return None
 
+    def learner_frames(self, plumbing: tuple = _PLUMBING) -> tuple:
+        """(learner_frame(direct=True), learner_frame()) in one walk up the stack: a device op inside a module's
+        forward needs both (the direct caller for its facts, the nearest learner line for its kernel)."""
+        kinds = self._frame_kinds.get(plumbing)
+        if kinds is None:
+            kinds = self._frame_kinds[plumbing] = {}
+        f, direct = sys._getframe(1), True
+        while f is not None:
+            code = f.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = self._frame_kind(code.co_filename, plumbing)
+            if kind == _LEARNER:
+                return (f if direct else None), f
+            if kind == _ELSEWHERE:
+                direct = False
+            f = f.f_back
+        return None, None
+
     def _frame_kind(self, filename: str, plumbing: tuple) -> int:
         if filename == self.learner_file:
             return _LEARNER
@@ -225,26 +244,29 @@ class Tracer(Hooks, Simulation):
     def _on_clock(self, func, name, args, kwargs):
         """on_call on a simulated GPU with a clock (its real time is emulation when it did device work): the same
         work, and the call's kernel queued on the modeled timeline."""
-        frame, ins = self.learner_frame(direct=True), None
+        frame, nearest = self.learner_frames()  # one walk: the direct caller's frame, and the nearest learner line
+        line = nearest.f_lineno if nearest is not None else None
+        ins = tensors_in((args, kwargs))  # once: counting, the mixing check, propagating and the charge read them
         if frame is not None:
-            ins = tensors_in((args, kwargs))  # once: counting, then propagating, read them
             self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if name == "backward":
             label = next((t.__dict__.get("_pt_dev") for t in tensors_in(args[:1]) if "_pt_dev" in t.__dict__),
                          None)
             out = self._traced_backward(func, args, kwargs)
             if label:
-                CLOCK.backward(label, self._line(frame))
+                CLOCK.backward(label, line)
             self._propagate(name, args, kwargs, out, ins)
             self._observe(name, args, kwargs, out, frame=frame)
         else:
-            out = self.simulate(func, name, args, kwargs)
+            out = self.simulate(func, name, args, kwargs, ins)
+            outs = None
             if out is NotImplemented:
-                out = self.run_simulated(func, name, args, kwargs)
-                self._propagate(name, args, kwargs, out, ins)
+                out = self.run_simulated(func, name, args, kwargs, ins)
+                outs = tensors_in(out)
+                self._propagate(name, args, kwargs, out, ins, outs)
                 self._observe(name, args, kwargs, out, frame=frame)
             if name not in NO_KERNEL:
-                self._charge(name, args, kwargs, out, frame)
+                self._charge(name, args, kwargs, out, line, ins, outs)
         return out
 
     def _line(self, frame) -> int | None:
@@ -253,16 +275,20 @@ class Tracer(Hooks, Simulation):
             frame = self.learner_frame()
         return frame.f_lineno if frame is not None else None
 
-    def _charge(self, name, args, kwargs, out, frame) -> None:
-        """Queue the kernel of a call that ran on a simulated GPU."""
-        outs = tensors_in(out)
+    def _charge(self, name, args, kwargs, out, line: int | None, ins: list | None = None,
+                outs: list | None = None) -> None:
+        """Queue the kernel of a call that ran on a simulated GPU (`line`: the nearest learner line; `ins`, `outs`:
+        the call's tensors and its result's, when the caller has them)."""
+        if outs is None:
+            outs = tensors_in(out)
         label = next((t.__dict__["_pt_dev"] for t in outs if "_pt_dev" in t.__dict__), None)
-        ins = tensors_in((args, kwargs))
+        if ins is None:
+            ins = tensors_in((args, kwargs))
         if label is None:
             label = next((t.__dict__["_pt_dev"] for t in ins if "_pt_dev" in t.__dict__), None)
             if label is None:
                 return
-        CLOCK.op(name, label, ins, outs, self._line(frame))
+        CLOCK.op(name, label, ins, outs, line)
 
     def ordinals_named(self, args, kwargs):
         """`model.to(0)` and `device=0`: name the ordinal's device, as torch does on a build with an accelerator."""
@@ -280,10 +306,11 @@ class Tracer(Hooks, Simulation):
                 self._record_mismatch(name, args, kwargs, str(exc))
             raise
 
-    def _propagate(self, name, args, kwargs, out, ins: list | None = None) -> None:
-        """Outputs live where their inputs live; batch and loss marks follow derived tensors. `ins`: the call's
-        tensors, when the caller has them."""
-        outs = [t for t in tensors_in(out)]
+    def _propagate(self, name, args, kwargs, out, ins: list | None = None, outs: list | None = None) -> None:
+        """Outputs live where their inputs live; batch and loss marks follow derived tensors. `ins`, `outs`: the
+        call's tensors and its result's, when the caller has them."""
+        if outs is None:
+            outs = tensors_in(out)
         if not outs:
             return
         if ins is None:
@@ -307,6 +334,9 @@ class Tracer(Hooks, Simulation):
         that made the call directly (learner_frame(direct=True)), when the caller looked it up already."""
         frame, names = self._map(name, args, kwargs, out, move, frame)
         if name in _LOSS_FUNCTIONS:
+            if not self.keeping("loss_fn"):  # past the kept ones only counted: no frame, no names to look up
+                self.counts["loss_fn"] = self.counts.get("loss_fn", 0) + 1
+                return
             frame = self.learner_frame()
             self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
                         inputs=[self.describe(t, frame) for t in tensors_in((args, kwargs))][:3])
