@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.busy import busy_cpu
 from tests.support.clock_programs import FIGURES
 
 COURSE = [str(Path(sys.executable).with_name("course"))]
@@ -99,12 +100,8 @@ def test_device_side_figures_are_the_same_on_every_run_and_under_load(tmp_path: 
     assert {"aten::mm", "Memcpy HtoD (Pageable -> Device)", "aten::sum"} <= set(first[2]), first[2]
     assert 40 <= first[2]["aten::mm"][0] <= 64, first[2]
     again = figures(tmp_path, DEVICE_SIDE)  # another run on the same (idle) machine
-    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a loaded machine
-    try:
+    with busy_cpu():  # a loaded machine
         loaded = figures(tmp_path, DEVICE_SIDE)
-    finally:
-        burner.kill()
-        burner.wait()
     assert again == first
     assert loaded == first
 

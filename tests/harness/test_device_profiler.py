@@ -14,6 +14,7 @@ import torch
 
 from app.harness.machine import machines
 from app.harness.machine.clock import DeviceClock
+from tests.support.busy import busy_cpu
 
 COURSE = [str(Path(sys.executable).with_name("course"))]
 
@@ -97,12 +98,8 @@ def test_the_profilers_device_figures_are_the_same_on_every_run_and_under_load(t
         return {key: value for key, value in out["avg"].items() if value[0] and "cuda" not in key}
 
     first = run(tmp_path, PROFILED)
-    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a loaded machine
-    try:
+    with busy_cpu():  # a loaded machine
         loaded = run(tmp_path, PROFILED)
-    finally:
-        burner.kill()
-        burner.wait()
     assert device_side(first) and device_side(first) == device_side(loaded)
 
 
