@@ -21,6 +21,7 @@ import select
 import signal
 import sys
 
+from app.harness.channel import PAYLOAD_FD, REPORT_FD, STATUS_FD
 from app.harness.contract import SimulatedHost
 from app.harness.machine.clock import REAL_MONOTONIC
 
@@ -75,9 +76,12 @@ def _child(machine: dict, write_fd: int, run) -> None:
     """Run the program on another machine, silently; write how it ended; exit."""
     status = 0
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        # the server's pipes too: what the program writes or asks for there (the key, an exit code, a report)
+        # is the graded run's alone; a child that could ask first would win the key and void the graded run's
+        # report, a race between two copies of one program (tests/security/test_job_isolation.py)
+        for fd in (1, 2, PAYLOAD_FD, REPORT_FD, STATUS_FD):
+            os.dup2(devnull, fd)
         sys.stdout = sys.stderr = open(os.devnull, "w")
         outcome = run(SimulatedHost.from_payload(machine["host"]))
         exc = outcome.get("exception")

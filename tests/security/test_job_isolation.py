@@ -147,6 +147,17 @@ def test_a_job_that_asks_for_the_key_itself_has_its_report_discarded(sandbox, ex
     assert evaluate(same_device, result, key).status == "failed"
 
 
+def test_the_copy_that_runs_without_a_gpu_cannot_reach_the_server(sandbox, exercises):
+    """The "also runs without a GPU" check runs a second copy of the program beside the graded one (harness/
+    elsewhere.py); the copy that asks for the key first must not be the one that gets it."""
+    same_device = exercises["same-device"]
+    job, key = build_job(same_device, program("ask_for_the_key_elsewhere") + same_device.solution)
+    result = sandbox.run(job)
+    assert "GOT_KEY 32" in result.stdout, result  # the graded run asked after the copy, and still got the key
+    assert result.report is None and "asked for the grader's key itself" in result.stderr, result
+    assert evaluate(same_device, result, key).status == "failed"
+
+
 def test_the_solution_still_passes_with_the_key_asked_last(sandbox, exercises):
     same_device = exercises["same-device"]
     assert _grade(sandbox, same_device, same_device.solution).status == "passed"
