@@ -160,3 +160,28 @@ def test_an_all_reduce_between_two_machines_crosses_their_network(tmp_path: Path
         assert 0.65 <= f["event_ms"] <= 1.2, f
         assert 50.0 + f["event_ms"] - 0.01 <= f["late_ms"] <= 51.0 + f["event_ms"], f
     assert abs(ranks[0]["late_ms"] - ranks[1]["late_ms"]) <= 0.05, ranks
+
+
+NCCL_MODULE = r'''
+import json, warnings, torch
+t = torch.ones(4, device="cuda")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    available = torch.cuda.nccl.is_available([t])
+try:
+    torch.cuda.nccl.all_reduce([t])
+    direct = "ran"
+except RuntimeError as e:
+    direct = str(e)
+print(json.dumps({"rank": 0, "version": torch.cuda.nccl.version(), "cuda": torch.version.cuda,
+                  "available": available, "warnings": [str(w.message) for w in caught], "direct": direct}))
+'''
+
+
+def test_torch_cuda_nccl_answers_as_torch_213s_cuda_wheel_does(tmp_path: Path):
+    out = per_rank(tmp_path, NCCL_MODULE)[0]
+    # the simulated wheel is a CUDA 12 build; torch 2.13's CUDA 12 wheels ship NCCL 2.29.3 (RELEASE.md's
+    # compatibility matrix, pytorch/pytorch#187075; machine/cuda_runtime.py: NCCL_VERSIONS)
+    assert out["cuda"].startswith("12.") and out["version"] == [2, 29, 3], out
+    assert out["available"] is True and out["warnings"] == [], out  # compiled with NCCL, as the CUDA wheel is
+    assert out["direct"] == "not simulated on this CPU-only host: torch.cuda.nccl.all_reduce; it works on a real GPU"

@@ -333,19 +333,7 @@ def install(patches) -> None:
     """Have torch.profiler (and torch.autograd.profiler) profile the simulated GPU on its clock."""
     import torch.profiler.profiler as profiler_module
 
-    original = profiler_module._KinetoProfile._get_distributed_info
-
-    def distributed_info(self):
-        """The trace's distributedInfo; a simulated NCCL has no library to report a version of."""
-        try:
-            return original(self)
-        except AttributeError:  # torch.cuda.nccl.version(): torch._C._nccl_version exists on CUDA builds only
-            import torch.distributed as dist
-
-            return {"backend": dist.get_backend(), "rank": dist.get_rank(), "world_size": dist.get_world_size()}
-
     patches.set(autograd_profiler, "profile", SimulatedProfile)
-    patches.set(profiler_module._KinetoProfile, "_get_distributed_info", distributed_info)
     patches.set(profiler_module, "supported_activities", _supported_activities)
     patches.set(torch.profiler, "supported_activities", _supported_activities)
 
