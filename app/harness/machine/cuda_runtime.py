@@ -12,6 +12,7 @@ a real GPU` (messages.NotSimulatedError), never an AttributeError from torch's i
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import torch
@@ -112,11 +113,14 @@ class CudaRuntime:
         self.devices, self.memory = devices, memory
         self.streams = cuda_streams.StreamTable()
         self.fractions: dict[int, float] = {}
+        self.in_bad_fork = False  # a child forked after CUDA was initialised (see _poison_fork)
 
     # ------------------------------------------------------------------ device selection
     def init(self) -> None:
-        """What torch._C._cuda_init does: find the GPUs, then publish properties and generators."""
+        """What torch._C._cuda_init does: find the GPUs, then publish properties and generators; from then on a
+        forked child cannot use CUDA (_poison_fork)."""
         self.devices.init()
+        _poison_fork(self)
         count = self.devices.count()
         torch.cuda._get_device_properties = self.properties
         torch.cuda.default_generators = tuple(_generator() for _ in range(count))
@@ -209,7 +213,7 @@ class CudaRuntime:
             "_cuda_set_cudnn_benchmark_limit": lambda limit: None,
             "_cuda_get_conv_benchmark_empty_cache": lambda: True,
             "_cuda_isHistoryEnabled": lambda: False,
-            "_cuda_isInBadFork": lambda: False,
+            "_cuda_isInBadFork": lambda: self.in_bad_fork,
         }
 
     def accelerator_entry_points(self) -> dict:
@@ -240,6 +244,8 @@ class CudaRuntime:
         patches.set(torch._C, "_has_cuda", True)
         patches.set(torch._C, "_has_cudnn", True)
         patches.set(torch.cuda, "_cudart", SimCudart(self))
+        # torch.cuda read `_cuda_isInBadFork` once, at import, from a CPU-only torch._C that has none
+        patches.set(torch.cuda, "_is_in_bad_fork", lambda: self.in_bad_fork)
         patches.set(torch.cuda, "_exchange_device", self.exchange_device)
         patches.set(torch.cuda, "_maybe_exchange_device", self.maybe_exchange_device)
         patches.set(torch.cuda, "_CudaDeviceProperties", CudaDeviceProperties)
@@ -282,6 +288,25 @@ class Patches:
                 delattr(owner, name)
             else:
                 setattr(owner, name, original)
+
+
+# the runtime whose CUDA a fork poisons: the one initialised last (a process initialises CUDA once)
+_POISONED: list[CudaRuntime] = []
+
+
+def _poison_fork(runtime: CudaRuntime) -> None:
+    """torch/csrc/cuda/Module.cpp, poison_fork: once CUDA is initialised, a forked child is "in a bad fork", and
+    its first CUDA call (torch.cuda._lazy_init) raises `Cannot re-initialize CUDA in forked subprocess`. So a
+    DataLoader worker, forked from a program that already used the GPU, fails where it touches CUDA, as on a
+    real GPU, and works on main-memory tensors, as there."""
+    if not _POISONED:
+        os.register_at_fork(after_in_child=_forked_child)
+    _POISONED[:] = [runtime]
+
+
+def _forked_child() -> None:
+    for runtime in _POISONED:
+        runtime.in_bad_fork = True
 
 
 def _generator() -> torch.Generator:
