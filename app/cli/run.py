@@ -45,8 +45,12 @@ from app.harness.machine.machines import MachineError
               help="Write the simulated GPU's modeled timeline to OUT.json as a Chrome trace (chrome://tracing, "
                    "ui.perfetto.dev): a row for the host, one per stream, copy engine and NCCL stream, syncs "
                    "marked; with several ranks, a process per rank.")
+@click.option("--loopback", is_flag=True,
+              help="Give the one process its own loopback, as a job of several ranks has (sockets to itself and "
+                   "nothing beyond): DataLoader workers, a one-process gloo group.")
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
-        nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool, trace_path: Path | None) -> None:
+        nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool, trace_path: Path | None,
+        loopback: bool) -> None:
     """Run FILE in the sandbox; exit with its exit code (1 when a limit stopped it or the sandbox failed)."""
     from app.runner import Job
 
@@ -71,7 +75,7 @@ def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine:
         raise click.UsageError(str(exc)) from None
     named = {"torchrun": None, "accelerate": "accelerate-cpu" if accelerate_cpu else "accelerate"}[launcher]
     job = Job(code=code, filename=file.name, host=host, nproc=nproc * nnodes, nnodes=nnodes, launcher=named,
-              trace=trace_path is not None)
+              trace=trace_path is not None, loopback=loopback)
     result = asyncio.run(_run(job, settings, on_output=None if as_json else echo_output))
     if trace_path is not None:
         _write_trace(trace_path, result.report)

@@ -6,7 +6,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.content.markdown import NOT_IN_SANDBOX_FLAG, CodeBlock, Facts, Heading, parse, render_tokens, split_parts
+from app.content.markdown import CodeBlock, Facts, Heading, parse, render_tokens, split_parts
 from app.content.schema import ContentError, LessonMeta
 from app.content.yaml_errors import parse_mapping, validate
 
@@ -39,9 +39,8 @@ class Lesson:
 
     @property
     def runnable_blocks(self) -> list[CodeBlock]:
-        """The blocks marked runnable that run in the page, in page order: block N of the page (`id="block-N"`,
-        its Run) is the N-th. Those marked `not-in-sandbox` are left out (tested on the CPU only, no Run)."""
-        return [block for block in self.facts.code_blocks if block.runnable and NOT_IN_SANDBOX_FLAG not in block.flags]
+        """The blocks marked runnable, in page order: block N of the page (`id="block-N"`, its Run) is the N-th."""
+        return [block for block in self.facts.code_blocks if block.runnable]
 
     def runnable_block(self, number: str) -> CodeBlock | None:
         """Runnable block `number` ("1" is the first), or None when the lesson has no such block."""

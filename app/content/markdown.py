@@ -10,7 +10,8 @@ Two fenced-block extensions:
   simulated H100, and that learners run in the page (a Run button and a "Run on" picker under it): the renderer
   numbers those blocks 1, 2, ... (`id="block-N"`) and leaves a marker after each that `split_parts` turns into a
   ("block", "N") part, rendered by templates/lessons/_block_run.html.
-  ```` ```python runnable not-in-sandbox ```` is tested on the CPU only and has no Run (NOT_IN_SANDBOX_FLAG).
+  ```` ```python runnable loopback ```` is a block whose one process talks to itself over sockets (DataLoader
+  workers, a one-process gloo group): its runs get their own loopback in the sandbox (LOOPBACK_FLAG).
 - ```` ```output ```` after a runnable block says what it prints (```` ```output h100 ```` on one H100 only,
   ```` ```output cpu ```` on the CPU only); `course check` compares (app/content/runnable.py).
 
@@ -38,10 +39,12 @@ from pygments.util import ClassNotFound
 DIRECTIVE = re.compile(r"^\{(?P<name>[a-z][a-z0-9-]*)\}\s*(?P<arg>.*)$")
 PART_MARKER = re.compile(r"<!--(exercise|block):([a-z0-9-]+)-->\n?")
 RUNNABLE_FLAG = "runnable"
-# a runnable block the page's sandbox cannot run (worker processes that pass tensors over sockets, a process group
-# in one job: the sandbox refuses a one-process job's sockets), or that the simulated GPU does not carry yet:
-# `course check` runs it on the CPU only, and the page offers no Run for it
-NOT_IN_SANDBOX_FLAG = "not-in-sandbox"
+# a runnable block whose process talks to itself over sockets: DataLoader workers hand batches back over AF_UNIX
+# sockets, a one-process gloo group binds to 127.0.0.1. The sandbox refuses an ordinary job's sockets, so the
+# block's runs ask for their own loopback (Job.loopback: the network namespace of a job of several ranks)
+LOOPBACK_FLAG = "loopback"
+# the flags a Python block may carry (an ```output block's are OUTPUT_MACHINES)
+PYTHON_FLAGS = (RUNNABLE_FLAG, LOOPBACK_FLAG)
 OUTPUT_LANG = "output"
 # the machines an ```output block may be about, as its flags: the words its label shows
 OUTPUT_MACHINES = {"cpu": "on a CPU", "h100": "on one H100"}
@@ -56,6 +59,11 @@ class CodeBlock:
     line: int
     runnable: bool
     flags: frozenset[str] = frozenset()
+
+    @property
+    def loopback(self) -> bool:
+        """Its runs need their own loopback (LOOPBACK_FLAG)."""
+        return LOOPBACK_FLAG in self.flags
 
 
 @dataclass(frozen=True)
@@ -110,9 +118,7 @@ def _render_fence(self, tokens: list[Token], idx: int, options, env) -> str:
                 f'{highlight_code(token.content, "text")}</div>\n')
     body = highlight_code(token.content, lang)
     label = f'<span class="code-lang">{html.escape(lang)}</span>' if lang else ""
-    if RUNNABLE_FLAG in flags and NOT_IN_SANDBOX_FLAG in flags:
-        label += '<span class="code-runnable">tested on a CPU; run it on your own machine</span>'
-    elif RUNNABLE_FLAG in flags:
+    if RUNNABLE_FLAG in flags:
         # numbered in page order; the marker after it becomes the block's Run controls (split_parts)
         number = env["runnable"] = env.get("runnable", 0) + 1
         label += '<span class="code-runnable">tested on a CPU and an H100</span>'

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from app.content.markdown import OUTPUT_LANG, OUTPUT_MACHINES, CodeBlock
+from app.content.markdown import LOOPBACK_FLAG, OUTPUT_LANG, OUTPUT_MACHINES, PYTHON_FLAGS, RUNNABLE_FLAG, CodeBlock
 from app.content.schema import ContentError
 from app.content.yaml_errors import yaml_line
 
@@ -191,11 +191,18 @@ def check_headings(lesson: Lesson) -> list[ContentError]:
 
 
 def check_python_compiles(lesson: Lesson) -> list[ContentError]:
-    """Every Python block must at least compile, runnable or not."""
+    """Every Python block must at least compile, runnable or not, and carry only the flags there are."""
     errors = []
     for block in lesson.facts.code_blocks:
         if block.lang not in PYTHON_LANGS:
             continue
+        unknown = sorted(block.flags - set(PYTHON_FLAGS))
+        if unknown:
+            errors.append(ContentError(lesson.path, block.line, f"a Python block's flags are {', '.join(PYTHON_FLAGS)}"
+                                                                f", not {', '.join(unknown)}"))
+        elif LOOPBACK_FLAG in block.flags and RUNNABLE_FLAG not in block.flags:
+            errors.append(ContentError(lesson.path, block.line, f"`{LOOPBACK_FLAG}` says how a runnable block runs; "
+                                                                f"write ```python {RUNNABLE_FLAG} {LOOPBACK_FLAG}"))
         try:
             compile(block.code, str(lesson.path), "exec")
         except SyntaxError as exc:

@@ -220,6 +220,7 @@ class JobPayload(TypedDict, total=False):
     nnodes: int  # simulated machines the ranks are spread over
     launcher: str | None  # None (torchrun), "accelerate", "accelerate-cpu" (app/harness/launchers.py)
     trace: bool  # a plain run reports the simulated clock's Chrome trace (`course run --trace`)
+    loopback: bool  # one process with its own loopback (sockets to itself), as a job of several ranks has
 
 
 class ExceptionFacts(TypedDict):

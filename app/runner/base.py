@@ -36,6 +36,9 @@ class Job:
     # who starts the process(es): None (torchrun), accelerate, accelerate-cpu (app/harness/launchers.py)
     launcher: str | None = None
     trace: bool = False  # a plain run reports the simulated clock's Chrome trace (`course run --trace`)
+    # one process that talks to itself over sockets (DataLoader workers, a one-rank gloo group): the job gets the
+    # network namespace of a job of several ranks, its own loopback up and nothing else (app/sandbox/jobqueue.py)
+    loopback: bool = False
     # what a graded job's report must echo: it goes to the fork server beside the payload, never in it, and the
     # job's harness gets it only after the learner's code has run (app/harness/channel.py)
     key: str | None = None
@@ -44,7 +47,7 @@ class Job:
         """Return the dict handed to app.harness.main inside the sandbox (never the key)."""
         return {"code": self.code, "filename": self.filename, "mode": self.mode, "grade": self.grade,
                 "host": self.host.payload(), "nproc": self.nproc, "nnodes": self.nnodes, "launcher": self.launcher,
-                "trace": self.trace}
+                "trace": self.trace, "loopback": self.loopback}
 
     @classmethod
     def from_payload(cls, payload: JobPayload, limits: Limits | None = None, gpu: bool = False) -> "Job":
@@ -53,7 +56,8 @@ class Job:
         return cls(code=payload["code"], filename=payload["filename"], mode=payload["mode"], grade=payload["grade"],
                    limits=limits, gpu=gpu, host=SimulatedHost.from_payload(host) if host else DEFAULT_HOST,
                    nproc=int(payload.get("nproc") or 1), nnodes=int(payload.get("nnodes") or 1),
-                   launcher=payload.get("launcher"), trace=bool(payload.get("trace")))
+                   launcher=payload.get("launcher"), trace=bool(payload.get("trace")),
+                   loopback=bool(payload.get("loopback")))
 
 
 @dataclass

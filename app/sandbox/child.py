@@ -59,6 +59,14 @@ CLEAN_ENV = {
 }
 
 
+# a child's network (ChildProcess.net): None, the job's namespace holds a loopback that stays down and seccomp
+# refuses its sockets; LOOPBACK, one process with its loopback up and its sockets allowed there (a lesson block's
+# DataLoader workers, a one-process gloo group); RANKS, the same for a job of several ranks, whose machine keepers
+# are forked too (nodes.py). No learner code may run in the process that holds the keepers' sockets, so a
+# one-process job never has keepers: its learner code runs in that process.
+LOOPBACK, RANKS = "loopback", "ranks"
+
+
 @dataclass
 class Context:
     """What the fork server prepared once for every child."""
@@ -70,7 +78,7 @@ class Context:
     uid_base: int
     seccomp: object | None  # a pyseccomp filter, or None where unavailable
     seccomp_every_thread: object | None  # the same filter loaded into every thread (TSYNC): warm-first children
-    seccomp_net: object | None  # the variant for jobs of several ranks (sockets on their own loopback) ...
+    seccomp_net: object | None  # the variant for jobs with their own loopback (several ranks, or asked) ...
     seccomp_net_every_thread: object | None  # ... and its TSYNC form
     gpu_plan: isolation.RootPlan | None  # plan + the GPU driver's libraries, for GPU slots' children
     harness: object  # the imported app.harness module
@@ -92,16 +100,16 @@ class ChildProcess:
     payload: int | None
     status: int
     warm: warmmod.Warm | None = None  # set for the spawn-then-isolate pool's children
-    net: bool = False  # made for a job of several ranks: its loopback is up and seccomp allows its sockets
+    net: str | None = None  # LOOPBACK or RANKS: a job with its own loopback (jobqueue.network_of)
     pids_seen: set[int] = field(default_factory=set)  # the job's pids, for the GPU slot's release check
 
 
-def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: bool = False,
+def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: str | None = None,
           isolate: bool = True, userns: bool = False) -> ChildProcess:
     """Have the zygote fork a child that isolates itself (warm: warms up first) and waits for its payload; return
     its pipes. The pipes are made here, in the server, and only their child ends travel to the zygote.
 
-    net: the child is made for a job of several ranks (see _isolate)."""
+    net: LOOPBACK or RANKS, the child is made for a job with its own loopback (see _isolate)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -129,7 +137,7 @@ def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) 
     warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
     ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
     _outer_child(ctx, limits_type.from_dict(request["limits"]), int(request["slot"]), cgroup, fds, warm,
-                 bool(request["net"]))
+                 request["net"])
 
 
 def _arrange_fds(fds: list[int]) -> None:
@@ -144,7 +152,7 @@ def _arrange_fds(fds: list[int]) -> None:
     os.closerange(len(high), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, net: bool) -> None:
+def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, net: str | None) -> None:
     """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns.
 
     Namespaces are unshared here, in a process with one thread, also for a warm-first child: its job process
@@ -219,13 +227,14 @@ def _setup_failed(exc: BaseException) -> None:
 
 
 def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None,
-             net: bool = False) -> tuple[int | None, dict]:
+             net: str | None = None) -> tuple[int | None, dict]:
     """Turn this process into the job's sandbox: root, hostname, rlimits, uid, seccomp. Order matters.
 
-    warm: this process already warmed up (and may have threads); see app.sandbox.warm. net: a job of several
-    ranks: its network namespace's loopback comes up (before privileges go), /etc/hosts names it, the seccomp
-    variant lets its ranks open TCP sockets (that loopback is all the namespace holds), and the machine keepers
-    of a job of several machines are forked (nodes.py). Returns (None, {machine: socket}) in the job process, and
+    warm: this process already warmed up (and may have threads); see app.sandbox.warm. net: LOOPBACK (one process
+    that asked) or RANKS (a job of several ranks): its network namespace's loopback comes up (before privileges
+    go), /etc/hosts names it, the seccomp variant lets its processes open TCP sockets and bind, connect, listen and
+    accept (that loopback is all the namespace holds); with RANKS the machine keepers of a job of several machines
+    are forked (nodes.py). Returns (None, {machine: socket}) in the job process, and
     (g, {g: socket}) in machine keeper g, which has isolated itself the same way."""
     machine, machines = None, {}
     if ctx.isolate:
@@ -238,6 +247,7 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None,
         socket.sethostname("sandbox")
         if net:
             isolation.bring_up_loopback()
+        if net == RANKS:
             machine, machines = nodes.fork_keepers(limits.tmpfs_bytes, plan)
     nproc = None
     if ctx.isolate:
@@ -277,7 +287,7 @@ def _read_payload(channel) -> dict:
     return json.loads(channel.read_payload(PAYLOAD_FD))
 
 
-def _job_process(ctx: Context, limits, slot: int, warm, net: bool) -> None:
+def _job_process(ctx: Context, limits, slot: int, warm, net: str | None) -> None:
     """(Warm up,) isolate, signal readiness, wait for the payload and run the harness. Never returns."""
     try:
         if warm:

@@ -26,6 +26,19 @@ PAYLOAD_HEADER = struct.Struct(">Q")
 # why a job of several ranks cannot have real GPUs yet (docs/grading.md, "Several ranks")
 RANKS_ON_GPUS = ("a job of several ranks cannot run on this host's GPU slots yet (each slot holds one GPU, and a "
                  "rank needs its own); run it without needs_gpu: it runs on simulated GPUs")
+# and why a one-process job with its own loopback cannot either: a slot's child isolated itself before its job was
+# known, without a loopback, and a child made for the job outside the slots would hold no GPU
+LOOPBACK_ON_GPUS = ("a job that asks for its own loopback cannot run on this host's GPU slots yet; run it without "
+                    "needs_gpu: it runs on simulated GPUs")
+
+
+def network_of(payload: dict) -> str | None:
+    """The job's own loopback, if it gets one (child.LOOPBACK, RANKS; see child._isolate): every job of several
+    ranks, and a one-process job that asks (`loopback`: DataLoader workers, whose batches come back over AF_UNIX
+    sockets, or a one-rank gloo group, which binds to 127.0.0.1); None for every other job."""
+    if ranks_of(payload) > 1:
+        return childmod.RANKS
+    return childmod.LOOPBACK if payload.get("loopback") is True else None
 
 
 def ranks_of(payload: dict) -> int:
@@ -46,9 +59,9 @@ class JobQueue:
         self.uid_slots.add(slot)
         return slot
 
-    def spawn_child(self, limits: Limits, warm: Warm | None = None, net: bool = False):
-        """Fork one child (warm: a warm-first one, for the spawn pool; net: for a job of several ranks) and watch
-        its pipes."""
+    def spawn_child(self, limits: Limits, warm: Warm | None = None, net: str | None = None):
+        """Fork one child (warm: a warm-first one, for the spawn pool; net: for a job with its own loopback,
+        network_of) and watch its pipes."""
         if warm is not None and warm.gpu is not None and _cuda_initialised():
             raise RuntimeError("the fork server has initialised CUDA: its children could not make CUDA contexts")
         slot = self._new_uid_slot()
@@ -83,19 +96,21 @@ class JobQueue:
     def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False, key: str | None = None) -> None:
         """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots).
 
-        A job of several ranks (payload `nproc` > 1) gets a child made for it: one whose network namespace has its
-        loopback up and whose seccomp filter lets the ranks talk over it (child._isolate), under the limits of
-        the whole group of ranks (Limits.for_ranks). key: what the job's report must echo, handed to the job's
-        harness once, when it asks after the learner's code has run (channel.py); never part of the payload."""
+        A job of several ranks (payload `nproc` > 1), or one that asks for `loopback`, gets a child made for it:
+        one whose network namespace has its loopback up and whose seccomp filter lets the job's processes talk
+        over it (child._isolate), under the limits of the whole group of ranks (Limits.for_ranks; a one-process
+        job keeps its own). key: what the job's report must echo, handed to the job's harness once, when it asks
+        after the learner's code has run (channel.py); never part of the payload."""
         if gpu and self.gpu_refuse:
             self._send_error(job_id, self.gpu_refuse)
             return
         nproc = ranks_of(payload)
-        if nproc > 1 and gpu and self.gpu_pool is not None:
-            self._send_error(job_id, RANKS_ON_GPUS)
+        net = network_of(payload)
+        if net and gpu and self.gpu_pool is not None:
+            self._send_error(job_id, RANKS_ON_GPUS if nproc > 1 else LOOPBACK_ON_GPUS)
             return
         pool = self.gpu_pool if gpu and self.gpu_pool else self.cpu_pool
-        self.waiting.append((job_id, payload, limits.for_ranks(nproc), pool, nproc > 1, key))
+        self.waiting.append((job_id, payload, limits.for_ranks(nproc), pool, net, key))
         self.dispatch()
 
     def dispatch(self) -> None:

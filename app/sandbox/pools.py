@@ -87,9 +87,9 @@ class PreforkPool:
         while len(self.waiting) < self.size and self.failures < MAX_FAILURES:
             self.waiting.append(self.server.spawn_child(self.server.defaults))
 
-    def take(self, limits, net: bool = False):
+    def take(self, limits, net: str | None = None):
         """Return a child for a job with these limits: a waiting one, or one forked for it (always for a job of
-        several ranks: its isolation differs, see child._isolate)."""
+        several ranks or one that asks for its loopback: its isolation differs, see child._isolate)."""
         if limits == self.server.defaults and self.waiting and not net:
             return self.waiting.pop(0)
         return self.server.spawn_child(limits, net=net)
@@ -142,14 +142,14 @@ class SpawnPool:
                 slot.proc.pool_slot = slot
                 slot.state = "preparing"
 
-    def take(self, limits, net: bool = False):
+    def take(self, limits, net: str | None = None):
         """Return a ready child (its slot now busy), None to wait, or a string: why no slot will ever be ready.
 
-        A job of several ranks (net) gets a warm-first child made for it, outside the slots: a slot's child was
-        isolated before its job was known, without the ranks' loopback. (Only CPU pools see such jobs: the
-        server refuses several ranks on GPU slots.)"""
+        A job of several ranks, or one asking for its loopback (net), gets a warm-first child made for it, outside
+        the slots: a slot's child was isolated before its job was known, without the loopback. (Only CPU pools see
+        such jobs: the server refuses them on GPU slots.)"""
         if net:
-            return self.server.spawn_child(limits, warm=Warm(dev_root=self.warm.dev_root), net=True)
+            return self.server.spawn_child(limits, warm=Warm(dev_root=self.warm.dev_root), net=net)
         for slot in self.slots:
             if slot.state == "preparing" and slot.proc.ready:
                 slot.state, slot.job_pids = "busy", set()

@@ -83,6 +83,7 @@ class ForkServer(JobQueue):
         import app.harness as harness  # before forking: children cannot read project files
 
         startup.freeze_heap()
+        info["huge_pages_mb"] = startup.huge_pages() >> 20  # after the warm-up, before any fork: see huge_pages
 
         # "as_unprivileged" makes a root server behave like one without root, "no_userns" like one without user
         # namespaces: how the tests reach those modes on a machine where everything runs as root

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import sys
@@ -62,6 +63,45 @@ def freeze_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+# madvise(2)'s MADV_COLLAPSE (Linux 6.1; include/uapi/asm-generic/mman-common.h): back a range with transparent huge
+# pages now, whatever /sys/kernel/mm/transparent_hugepage/enabled says short of "never"
+MADV_COLLAPSE = 25
+# bytes; a PMD-mapped huge page on x86-64 and arm64 with 4 KiB pages
+# (/sys/kernel/mm/transparent_hugepage/hpage_pmd_size)
+HUGE_PAGE = 2 << 20
+
+
+def huge_pages(maps_path: str = "/proc/self/maps") -> int:
+    """Back the warm heap with 2 MiB pages before forking jobs from it; return the bytes collapsed (0: not here).
+
+    A fork copies one page-table entry, and takes one reference, per 4 KiB page of private memory, and the
+    child's exit drops them again: with torch's ~220 MB anonymous heap that is ~57,000 entries, about 12 ms of
+    CPU in the parent and 15 ms at the child's exit on the development machine, paid by every fork of a job
+    (the zygote's outer child and the job below it, and a graded job's copy on another machine,
+    app/harness/elsewhere.py). A 2 MiB page is one entry: the same fork measured 1.1 ms and 2.2 ms. A job that
+    writes to a shared huge page splits only its own mapping of it and copies the 4 KiB it wrote, as before.
+    Anonymous read-write ranges only (the heap and torch's arenas); a kernel without MADV_COLLAPSE, or with huge
+    pages off, refuses and nothing changes."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        with open(maps_path) as f:
+            lines = f.read().splitlines()
+    except OSError:  # not glibc, or no /proc: forks cost what they cost
+        return 0
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    collapsed = 0
+    for line in lines:
+        parts = line.split()
+        name = parts[5] if len(parts) > 5 else ""
+        if len(parts) < 5 or parts[1] != "rw-p" or (name and name != "[heap]"):
+            continue
+        low, high = (int(x, 16) for x in parts[0].split("-"))
+        start, end = (low + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), high & ~(HUGE_PAGE - 1)
+        if end - start >= HUGE_PAGE and libc.madvise(start, end - start, MADV_COLLAPSE) == 0:
+            collapsed += end - start
+    return collapsed
 
 
 def describe(ctx, cgroups, config: dict, defaults, prefork: int, refuse: str | None, seccomp_why: str) -> dict:

@@ -33,12 +33,14 @@ from app.submissions.live import DONE_ID, LINGER_S, LiveRun, sse_events
 log = logging.getLogger(__name__)
 
 
-def block_job(code: str, choice: MachineChoice, *, limits=None) -> Job:
+def block_job(code: str, choice: MachineChoice, *, limits=None, loopback: bool = False) -> Job:
     """The sandbox job that runs a lesson block's code on a "Run on" choice: a plain run (as `course run --machine
     ID` is), always on the simulated machine (a block never takes one of the host's real GPU slots: it is a
-    few lines of example, and the machine it shows is the one picked, not the server's)."""
+    few lines of example, and the machine it shows is the one picked, not the server's). loopback: the block is
+    marked `loopback` (DataLoader workers, a one-process gloo group), so its job gets its own loopback, as
+    `course run --loopback` does."""
     host = job_host(get_settings(), machine=choice.machine, gpus=choice.gpus)
-    return Job(code=code, filename="main.py", mode="run", limits=limits, host=host)
+    return Job(code=code, filename="main.py", mode="run", limits=limits, host=host, loopback=loopback)
 
 
 def done_event(result: Result, choice: MachineChoice, job: Job) -> dict:
@@ -68,10 +70,10 @@ class BlockRuns:
         self.runs: dict[str, BlockRun] = {}
         self._tasks: set[asyncio.Task] = set()
 
-    async def start(self, *, code: str, learner_id: str, choice: MachineChoice) -> str:
-        """Submit the block's job; return the run's id once the runner took it. Busy, Unavailable or Rejected when
-        it did not (nothing is kept)."""
-        job = block_job(code, choice, limits=self.runner.limits)
+    async def start(self, *, code: str, learner_id: str, choice: MachineChoice, loopback: bool = False) -> str:
+        """Submit the block's job (loopback: the block is marked so); return the run's id once the runner took
+        it. Busy, Unavailable or Rejected when it did not (nothing is kept)."""
+        job = block_job(code, choice, limits=self.runner.limits, loopback=loopback)
         started = time.perf_counter()
         handle = await self.runner.submit(job)
         run_id = secrets.token_urlsafe(12)
@@ -133,16 +135,16 @@ CHECK_PARALLEL = 2
 
 
 async def check_blocks_on(course, runner: Runner, machine: str = "h100") -> list[ContentError]:
-    """Run every runnable block of the course that runs in the page (not those marked `not-in-sandbox`) on a "Run
-    on" machine in the sandbox, as a learner's Run does; return an error where one fails (at its failing line) or
-    prints otherwise than its ```output block says."""
+    """Run every runnable block of the course on a "Run on" machine in the sandbox, as a learner's Run does; return
+    an error where one fails (at its failing line) or prints otherwise than its ```output block says."""
     choice = BY_ID[machine]
     outputs = outputs_of(course)
     room = asyncio.Semaphore(CHECK_PARALLEL)
 
     async def one(path, block) -> ContentError | None:
         async with room:
-            result = await run_job(runner, block_job(block.code, choice, limits=runner.limits))
+            job = block_job(block.code, choice, limits=runner.limits, loopback=block.loopback)
+            result = await run_job(runner, job)
         if result.status != "ok":
             lines = [int(n) for n in re.findall(r'File "main\.py", line (\d+)', result.stderr)]
             last = (result.stderr.strip().splitlines() or [result.message or f"status {result.status}"])[-1]

@@ -134,3 +134,41 @@ def test_course_run_trace_writes_a_chrome_trace_of_the_modeled_timeline(tmp_path
     syncs = [e for e in trace["traceEvents"] if e["ph"] == "i" and e["name"] == "sync"]
     assert len(syncs) == 3 and all(e["tid"] == rows["host"] and e["args"]["line"] == 7 for e in syncs)
     assert trace["otherData"]["machine"] == "h100" and trace["otherData"]["timeline"]["syncs"] == 3
+
+
+CLOCK_GETTIME = r'''
+import json, time, torch
+a = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+clocks = {"perf_counter": time.perf_counter, "time": time.time,
+          "CLOCK_MONOTONIC": lambda: time.clock_gettime(time.CLOCK_MONOTONIC),
+          "CLOCK_MONOTONIC_RAW_ns": lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW) / 1e9,
+          "CLOCK_REALTIME": lambda: time.clock_gettime(time.CLOCK_REALTIME),
+          "CLOCK_BOOTTIME": lambda: time.clock_gettime(time.CLOCK_BOOTTIME),
+          "CLOCK_PROCESS_CPUTIME_ID": lambda: time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)}
+start = {name: read() for name, read in clocks.items()}
+for _ in range(10):
+    c = a @ a
+torch.cuda.synchronize()
+gpu = {name: (read() - start[name]) * 1e3 for name, read in clocks.items()}
+start = {name: read() for name, read in clocks.items()}
+time.sleep(0.05)
+slept = {name: (read() - start[name]) * 1e3 for name, read in clocks.items()}
+print(json.dumps({"gpu": gpu, "slept": slept,
+                  "realtime_vs_time": abs(time.clock_gettime(time.CLOCK_REALTIME) - time.time()),
+                  "monotonic_vs_monotonic": abs(time.clock_gettime(time.CLOCK_MONOTONIC) - time.monotonic())}))
+'''
+
+
+def test_clock_gettime_reads_the_modeled_clock_and_cpu_time_stays_real(tmp_path: Path):
+    out = figures(tmp_path, CLOCK_GETTIME)
+    gpu, slept = out["gpu"], out["slept"]
+    # ten 1024 fp32 products on an H100: 10 x 40-64 us, plus the launches and the sync (as perf_counter reads)
+    for name in ("perf_counter", "time", "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW_ns", "CLOCK_REALTIME",
+                 "CLOCK_BOOTTIME"):
+        assert 0.3 <= gpu[name] <= 1.5, (name, gpu)
+        assert abs(gpu[name] - gpu["perf_counter"]) <= 0.05, (name, gpu)
+        assert 50.0 <= slept[name] <= 51.0, (name, slept)  # time.sleep(0.05) reads as 50 ms on every one
+    # the CPU-time clocks stay the host's: the emulation of ten products on the CPU took real CPU time
+    assert gpu["CLOCK_PROCESS_CPUTIME_ID"] > 3 * gpu["perf_counter"], gpu
+    assert out["realtime_vs_time"] < 1e-3 and out["monotonic_vs_monotonic"] < 1e-3, out

@@ -89,3 +89,28 @@ def test_status_pipe_tokens_are_short_and_newline_ended():
     forged = b'{"nonce": null, "probe": {}}'  # longer than any token: dropped, up to its newline
     assert job.on_status(forged) == [] and job.on_status(b"\nK") == [] and job.on_status(b"\n") == [b"K"]
     assert job.take_key() == b"k" * 32 + b"\n" and job.take_key() is None  # the key once, then never
+
+
+def test_huge_pages_collapses_whole_anonymous_huge_pages_only(tmp_path):
+    """The fork server backs its warm heap with 2 MiB pages (cheaper forks); only anonymous read-write ranges, in
+    whole huge pages, and nothing at all where the kernel or the maps file says no."""
+    import ctypes
+    import mmap
+
+    from app.sandbox.startup import HUGE_PAGE, huge_pages
+
+    assert huge_pages(str(tmp_path / "missing")) == 0
+    region = mmap.mmap(-1, 8 * HUGE_PAGE)
+    region.write(b"x" * len(region))  # populated, as the warm heap is
+    low = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    maps = tmp_path / "maps"
+    maps.write_text(
+        f"{low:x}-{low + 8 * HUGE_PAGE:x} rw-p 00000000 00:00 0\n"
+        f"{low:x}-{low + 8 * HUGE_PAGE:x} r--p 00000000 00:00 0\n"  # not writable: skipped
+        f"{low:x}-{low + 8 * HUGE_PAGE:x} rw-p 00000000 08:01 1234 /usr/lib/libfoo.so\n"  # a file's: skipped
+        f"{low:x}-{low + HUGE_PAGE // 2:x} rw-p 00000000 00:00 0\n")  # under one huge page: skipped
+    collapsed = huge_pages(str(maps))
+    # the aligned part of the one anonymous range (7 or 8 huge pages), or 0 on a kernel without MADV_COLLAPSE
+    assert collapsed in (0, 7 * HUGE_PAGE, 8 * HUGE_PAGE)
+    assert region[:1] == b"x" and region[-1:] == b"x"  # the contents survive
+    region.close()

@@ -45,8 +45,6 @@ def procs_named(name: str) -> list[int]:
     return found
 
 
-
-
 def run_ranks(sandbox, name: str, subs: dict | None = None, **limits):
     """Run a hostile program as two ranks (`course run --nproc 2`), each on a simulated GPU of its own."""
     from app.harness.contract import DEFAULT_HOST
@@ -55,3 +53,11 @@ def run_ranks(sandbox, name: str, subs: dict | None = None, **limits):
     lim = sandbox.runner.limits.__class__(**{**sandbox.runner.limits.to_dict(), **limits}) if limits else None
     return sandbox.run(Job(code=program(name, **(subs or {})), filename=f"{name}.py", nproc=2,
                            host=DEFAULT_HOST.with_gpus(2), limits=lim))
+
+
+def run_loopback(sandbox, name: str, subs: dict | None = None, **limits):
+    """Run a hostile program as one process with its own loopback (a lesson block marked `loopback`)."""
+    from app.runner import Job
+
+    lim = sandbox.runner.limits.__class__(**{**sandbox.runner.limits.to_dict(), **limits}) if limits else None
+    return sandbox.run(Job(code=program(name, **(subs or {})), filename=f"{name}.py", loopback=True, limits=lim))

@@ -46,6 +46,14 @@ REAL_MONOTONIC_NS = time.monotonic_ns
 REAL_TIME = time.time
 REAL_TIME_NS = time.time_ns
 REAL_SLEEP = time.sleep
+REAL_CLOCK_GETTIME = time.clock_gettime
+REAL_CLOCK_GETTIME_NS = time.clock_gettime_ns
+# the clock ids time.clock_gettime reads on the modeled clock: the wall and elapsed-time clocks (the ones
+# perf_counter, monotonic and time read on Linux, and their raw and suspend-counting kin). The CPU-time clocks
+# (CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID) stay real: a real GPU run's CPU time is its host's too
+MODELED_CLOCK_IDS = tuple(getattr(time, name) for name in (
+    "CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME", "CLOCK_TAI", "CLOCK_HIGHRES",
+    "CLOCK_UPTIME", "CLOCK_UPTIME_RAW") if hasattr(time, name))
 # the host's time is its CPU time (this thread's): a loaded machine's waiting for a core does not show
 _cpu = time.thread_time
 
@@ -209,6 +217,7 @@ class DeviceClock:
         self._touched = False
         self._started_cpu = 0.0
         self._bases = (REAL_PERF(), REAL_MONOTONIC(), REAL_TIME())  # the real clocks when the job began
+        self._clock_bases = _clock_bases()  # clock_gettime's too
         self.pending_backward = 0.0  # modeled seconds of forward work whose backward is still to come
         self.pending_kernels = 0
         self.gpu_busy = 0.0
@@ -646,6 +655,18 @@ class DeviceClock:
         patches.set(time, "time", lambda: wall + now())
         patches.set(time, "time_ns", lambda: int((wall + now()) * 1e9))
         patches.set(time, "sleep", self.sleep)
+        bases = self._clock_bases
+
+        def clock_gettime(clk_id):
+            base = bases.get(clk_id)
+            return REAL_CLOCK_GETTIME(clk_id) if base is None else base + now()
+
+        def clock_gettime_ns(clk_id):
+            base = bases.get(clk_id)
+            return REAL_CLOCK_GETTIME_NS(clk_id) if base is None else int((base + now()) * 1e9)
+
+        patches.set(time, "clock_gettime", clock_gettime)
+        patches.set(time, "clock_gettime_ns", clock_gettime_ns)
 
     def step_done(self) -> None:
         """An optimizer step returned: note when its work ends, the later of the host's time and the GPU's."""
@@ -674,6 +695,17 @@ class DeviceClock:
     def timeline(self, limit: int) -> dict:
         """The summary, with the rows and the first `limit` events to draw (chrome_trace.drawing)."""
         return {**self.summary(), **chrome_trace.drawing(self.trace, limit)}
+
+
+def _clock_bases() -> dict[int, float]:
+    """The modeled clock ids' real readings now (those this kernel has)."""
+    bases = {}
+    for clk in MODELED_CLOCK_IDS:
+        try:
+            bases[clk] = REAL_CLOCK_GETTIME(clk)
+        except OSError:  # EINVAL: a clock this kernel lacks; the program gets the same error from the real one
+            pass
+    return bases
 
 
 CLOCK = DeviceClock()

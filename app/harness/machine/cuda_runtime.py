@@ -12,6 +12,7 @@ a real GPU` (messages.NotSimulatedError), never an AttributeError from torch's i
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import torch
@@ -24,6 +25,11 @@ from app.harness.wording import messages
 # what torch.cuda.get_arch_list() says on the simulated CUDA 12.8 wheel
 ARCH_FLAGS = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
 CUDNN_VERSION = 91002  # cuDNN 9.10.2, what torch's CUDA 12.8 wheels bundle
+# torch.cuda.nccl.version() of torch 2.13's CUDA wheels, by the build's CUDA major: RELEASE.md's Release
+# Compatibility Matrix, row 2.13 (pytorch/pytorch#187075, from .ci/docker/ci_commit_pins/nccl-cu126.txt and
+# nccl.txt): "CUDA 12.6 (CUDNN 9.10.2.21) (NCCL 2.29.3), CUDA 13.0 (CUDNN 9.20.0.48) (NCCL 2.29.7)", and 13.2
+# (experimental) with NCCL 2.29.7 too. The wheels' own pins: nvidia-nccl-cu12==2.29.3, nvidia-nccl-cu13==2.29.7
+NCCL_VERSIONS = {"12": (2, 29, 3), "13": (2, 29, 7)}
 # c10::detail::default_rng_seed_val: the seed of every generator, CPU or CUDA, until the program seeds it
 DEFAULT_SEED = 67280421310721
 
@@ -107,11 +113,14 @@ class CudaRuntime:
         self.devices, self.memory = devices, memory
         self.streams = cuda_streams.StreamTable()
         self.fractions: dict[int, float] = {}
+        self.in_bad_fork = False  # a child forked after CUDA was initialised (see _poison_fork)
 
     # ------------------------------------------------------------------ device selection
     def init(self) -> None:
-        """What torch._C._cuda_init does: find the GPUs, then publish properties and generators."""
+        """What torch._C._cuda_init does: find the GPUs, then publish properties and generators; from then on a
+        forked child cannot use CUDA (_poison_fork)."""
         self.devices.init()
+        _poison_fork(self)
         count = self.devices.count()
         torch.cuda._get_device_properties = self.properties
         torch.cuda.default_generators = tuple(_generator() for _ in range(count))
@@ -204,7 +213,7 @@ class CudaRuntime:
             "_cuda_set_cudnn_benchmark_limit": lambda limit: None,
             "_cuda_get_conv_benchmark_empty_cache": lambda: True,
             "_cuda_isHistoryEnabled": lambda: False,
-            "_cuda_isInBadFork": lambda: False,
+            "_cuda_isInBadFork": lambda: self.in_bad_fork,
         }
 
     def accelerator_entry_points(self) -> dict:
@@ -235,6 +244,8 @@ class CudaRuntime:
         patches.set(torch._C, "_has_cuda", True)
         patches.set(torch._C, "_has_cudnn", True)
         patches.set(torch.cuda, "_cudart", SimCudart(self))
+        # torch.cuda read `_cuda_isInBadFork` once, at import, from a CPU-only torch._C that has none
+        patches.set(torch.cuda, "_is_in_bad_fork", lambda: self.in_bad_fork)
         patches.set(torch.cuda, "_exchange_device", self.exchange_device)
         patches.set(torch.cuda, "_maybe_exchange_device", self.maybe_exchange_device)
         patches.set(torch.cuda, "_CudaDeviceProperties", CudaDeviceProperties)
@@ -245,6 +256,9 @@ class CudaRuntime:
         # the device count comes from the simulated host, never from NVML asking the real machine
         patches.set(torch.cuda, "_device_count_nvml", lambda: -1)
         patches.set(torch.cuda, "_raw_device_count_nvml", lambda: -1)
+        if "_nccl_version" not in torch._C.__dict__:  # a CUDA wheel (a GPU host's CPU pool) keeps its own NCCL
+            patches.set(torch._C, "_nccl_version", lambda: _nccl_version(self.devices.host.cuda_version))
+            patches.set(torch._C, "_nccl_version_suffix", lambda: b"")
         cudnn = torch.backends.cudnn.m  # the module behind torch.backends.cudnn's flag properties
         patches.set(cudnn, "_init", lambda: True)
         patches.set(cudnn, "__cudnn_version", CUDNN_VERSION)
@@ -276,6 +290,25 @@ class Patches:
                 setattr(owner, name, original)
 
 
+# the runtime whose CUDA a fork poisons: the one initialised last (a process initialises CUDA once)
+_POISONED: list[CudaRuntime] = []
+
+
+def _poison_fork(runtime: CudaRuntime) -> None:
+    """torch/csrc/cuda/Module.cpp, poison_fork: once CUDA is initialised, a forked child is "in a bad fork", and
+    its first CUDA call (torch.cuda._lazy_init) raises `Cannot re-initialize CUDA in forked subprocess`. So a
+    DataLoader worker, forked from a program that already used the GPU, fails where it touches CUDA, as on a
+    real GPU, and works on main-memory tensors, as there."""
+    if not _POISONED:
+        os.register_at_fork(after_in_child=_forked_child)
+    _POISONED[:] = [runtime]
+
+
+def _forked_child() -> None:
+    for runtime in _POISONED:
+        runtime.in_bad_fork = True
+
+
 def _generator() -> torch.Generator:
     g = torch._C.Generator()
     g.manual_seed(DEFAULT_SEED)
@@ -287,9 +320,19 @@ def _compiled_version(version: str) -> int:
     return major * 1000 + minor * 10
 
 
+def _nccl_version(cuda_version: str) -> int:
+    """NCCL's version as torch._C._nccl_version() packs it (torch/csrc/cuda/nccl.cpp: version(), NCCL_MAJOR << 32 |
+    NCCL_MINOR << 16 | NCCL_PATCH, which torch.cuda.nccl.version() unpacks into its tuple)."""
+    major, minor, patch = NCCL_VERSIONS.get(cuda_version.split(".")[0], NCCL_VERSIONS["13"])
+    return major << 32 | minor << 16 | patch
+
+
 def _not_simulated_entry_point(name: str):
-    """torch._C's module __getattr__: a CUDA entry point nobody simulated names itself when called."""
-    if name.startswith("_cuda_"):
+    """torch._C's module __getattr__: a CUDA entry point nobody simulated names itself when called. NCCL's
+    (`_nccl_all_reduce` ...) exist too, as on a CUDA build: torch.cuda.nccl.is_available() asks for one by
+    hasattr, and the direct calls of torch.cuda.nccl then say they are not simulated (torch.distributed's
+    collectives are: machine/distributed.py)."""
+    if name.startswith(("_cuda_", "_nccl_")):
         def not_simulated(*args, **kwargs):
             raise messages.NotSimulatedError(f"torch._C.{name} (reached from torch.cuda)")
         return not_simulated

@@ -13,10 +13,12 @@ import threading
 import types
 
 import torch
+import torch.nn.parallel.comm
 import torch.nn.parallel.parallel_apply
 
 # the module, not the function of the same name that torch.nn.parallel exports over it
 parallel_apply_module = sys.modules["torch.nn.parallel.parallel_apply"]
+comm_module = sys.modules["torch.nn.parallel.comm"]
 
 
 def _device(index) -> str:
@@ -107,5 +109,7 @@ def install(patches) -> None:
         patches.set(torch._C, name, fn)
     patches.set(parallel_apply_module, "threading", types.SimpleNamespace(Thread=_InlineThread,
                                                                           Lock=threading.Lock))
-    patches.set(torch.cuda.nccl, "is_available", lambda tensors: False)  # reduce_add's copy-and-add path
+    # reduce_add's copy-and-add path: torch.cuda.nccl.reduce is not simulated. Only comm.py's view of NCCL says
+    # so; the learner's torch.cuda.nccl.is_available() answers as a CUDA build's (cuda_runtime.py)
+    patches.set(comm_module, "nccl", types.SimpleNamespace(is_available=lambda tensors: False))
     _with_labelled_grads(patches)

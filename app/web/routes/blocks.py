@@ -74,7 +74,7 @@ async def run_block(slug: KnownLesson, block: str, learner: LearnerId, request: 
                                  "as written.")
     check_code(code, source_bytes=request.app.state.settings.sandbox_source_bytes)
     choice = await picked_machine(request, learner, data.get("machine"))
-    run_id = await runs.start(code=code, learner_id=learner, choice=choice)
+    run_id = await runs.start(code=code, learner_id=learner, choice=choice, loopback=code_block.loopback)
     return {"id": run_id, "events": f"/api/runs/{run_id}/events", "machine": choice.as_dict(), "block": int(block),
             "edited": code != code_block.code}
 
