@@ -100,7 +100,9 @@ def hostile_run(workdir: Path, *, rounds: int = 1, readers: int = READERS, wall_
     env = dict(SERVER_ENV)
     if wall_s is not None:
         env["COURSE_SANDBOX_WALL_S"] = str(wall_s)
-    with site_server(workdir, **env) as (base, _proc):
+    # from a warm site: the warm-up (torch's import, a first graded job) would otherwise share the first round's
+    # cores with the readers and count as what hostile jobs do to pages
+    with site_server(workdir, until_ready=True, **env) as (base, _proc):
         done = []
         for _ in range(rounds):
             done.append(asyncio.run(hostile_round(base, readers)))

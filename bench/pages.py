@@ -36,7 +36,7 @@ def run(seconds: float = SECONDS, runs: int = RUNS) -> dict:
     SECONDS = seconds
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        with site_server(work) as (base, _):
+        with site_server(work, until_ready=True) as (base, _):  # not while its sandbox warms up beside the pages
             body = httpx.get(base + LESSON).content
             (work / "body.html").write_bytes(body)
             env = site_env(work, COURSE_BENCH_PLAIN_BODY=str(work / "body.html"))

@@ -7,7 +7,7 @@ the same text.
 
 from __future__ import annotations
 
-from app.grading.verdict import Timeline
+from app.grading.verdict import RankTimeline, Timeline
 
 
 def modeled_for(words: str) -> str:
@@ -44,21 +44,31 @@ def label(timeline: Timeline) -> str:
     return text + ". Not a measurement of this server."
 
 
+def figures(t: Timeline | RankTimeline) -> str:
+    """One run's (or one rank's) figures: its times, then its counts and its training step."""
+    parts = [f"the GPU busy {ms(t.gpu_busy_ms)}", f"copies {ms(t.copy_ms)}",
+             f"the host waiting for the GPU {ms(t.host_wait_ms)}",
+             f"the GPU idle waiting for the host {ms(t.gpu_idle_ms)}"]
+    counts = f"{t.syncs} sync{'s' if t.syncs != 1 else ''}, {t.kernels} kernels"
+    if t.collectives:
+        parts.insert(2, f"collectives {ms(t.comm_ms)}")
+        counts += f", {t.collectives} collective{'s' if t.collectives != 1 else ''}"
+    step = f"; one training step {ms(t.step_ms)}" if t.step_ms else ""
+    return f"{', '.join(parts)}; {counts}{step}"
+
+
 def summary(timeline: Timeline) -> str:
-    """The figures in one sentence, for the line above the drawing."""
-    parts = [f"the GPU busy {ms(timeline.gpu_busy_ms)}", f"copies {ms(timeline.copy_ms)}",
-             f"the host waiting for the GPU {ms(timeline.host_wait_ms)}",
-             f"the GPU idle waiting for the host {ms(timeline.gpu_idle_ms)}"]
-    counts = f"{timeline.syncs} sync{'s' if timeline.syncs != 1 else ''}, {timeline.kernels} kernels"
-    if timeline.collectives:
-        parts.insert(2, f"collectives {ms(timeline.comm_ms)}")
-        counts += f", {timeline.collectives} collective{'s' if timeline.collectives != 1 else ''}"
-    step = f"; one training step {ms(timeline.step_ms)}" if timeline.step_ms else ""
+    """The figures in a sentence, for the line above the drawing; of several ranks, each rank's in its own, the
+    last to finish named (the job's modeled time is its end)."""
     shown = (f" The drawing shows its first {len(timeline.events):,} events of {timeline.events_total:,}."
              if timeline.events_total > len(timeline.events) else "")
-    ranks = (f" Each of the {len(timeline.ranks)} ranks has its rows; the figures are rank 0's."
-             if len(timeline.ranks) > 1 else "")
-    return f"Modeled run {ms(timeline.modeled_ms)}: {', '.join(parts)}; {counts}{step}.{shown}{ranks}"
+    if len(timeline.ranks) <= 1:
+        return f"Modeled run {ms(timeline.modeled_ms)}: {figures(timeline)}.{shown}"
+    ends = {r.modeled_ms for r in timeline.ranks}
+    ranks = " ".join(f"Rank {r.rank}{' (the last to finish)' if len(ends) > 1 and r.modeled_ms == max(ends) else ''}"
+                     f": {figures(r)}." for r in timeline.ranks)
+    return (f"Modeled run {ms(timeline.modeled_ms)} over {len(timeline.ranks)} ranks, each with its rows in the "
+            f"drawing. {ranks} The times by line of your code are rank 0's.{shown}")
 
 
 def describe(timeline: Timeline | None, machine_words: str) -> None:

@@ -63,6 +63,7 @@ class RankTimeline(BaseModel):
     host_wait_ms: float = 0.0
     gpu_idle_ms: float = 0.0
     syncs: int = 0
+    kernels: int = 0
     collectives: int = 0
     step_ms: float | None = None
 

@@ -298,6 +298,7 @@ class RankTimeline(TypedDict, total=False):
     host_wait_ms: float
     gpu_idle_ms: float
     syncs: int
+    kernels: int
     collectives: int
     step_ms: float | None
 

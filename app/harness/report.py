@@ -65,7 +65,7 @@ def merge(payload: JobPayload, ranks: list, root, nonce: str | None) -> Report:
 
 # a rank's totals kept in the job's timeline (contract.RankTimeline)
 RANK_FIGURES = ("modeled_ms", "gpu_busy_ms", "copy_ms", "comm_ms", "host_wait_ms", "gpu_idle_ms", "syncs",
-                "collectives", "step_ms")
+                "kernels", "collectives", "step_ms")
 
 
 def merge_timelines(entries: list[dict]) -> dict | None:

@@ -81,6 +81,9 @@ class ForkServer(JobQueue):
         started = time.monotonic()
         info = startup.warm_up(gpu=bool(self.config.get("gpu_slots")))
         import app.harness as harness  # before forking: children cannot read project files
+        from app.harness.tracing.placement import measure_dispatch
+
+        info["dispatch_us"] = round(measure_dispatch() * 1e6, 2)  # once here, not in each job (clock.DISPATCH_S)
 
         startup.freeze_heap()
         info["huge_pages_mb"] = startup.huge_pages() >> 20  # after the warm-up, before any fork: see huge_pages

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import linecache
 import os
 import sys
 
@@ -52,6 +53,15 @@ def warm_up(gpu: bool = False) -> dict:
                 loss.backward()
                 opt.step()
         loss.item()
+    # torch.manual_seed on a build whose CUDA is not initialised (CPU-only, or a simulated GPU before its first use)
+    # queues CUDA's, XPU's and MTIA's seeding with traceback.format_stack(), which reads the source of every file on
+    # the stack through linecache: ~4 ms of a job's CPU the first time, in nearly every learner's program. Read
+    # here, those files cost each job a stat() apiece (linecache.checkcache).
+    for name in ("torch.random", "torch.cuda.random", "torch.cuda", "torch.xpu.random", "torch.xpu", "torch.mtia",
+                 "torch._compile", "torch._dynamo.eval_frame"):
+        module = sys.modules.get(name)
+        if getattr(module, "__file__", None):
+            linecache.getlines(module.__file__)
     return {"torch": torch.__version__}
 
 

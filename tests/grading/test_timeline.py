@@ -4,6 +4,8 @@ through the real sandbox, and the sync advice with its modeled cost."""
 from __future__ import annotations
 
 from app.core.config import ROOT
+from app.grading.timeline import summary
+from app.grading.verdict import RankTimeline, Timeline
 
 SOLUTION = (ROOT / "exercises/training-loop/solution.py").read_text()
 # every step also queues 3 ms of GPU work (a 4096 x 4096 product: kept without values, so quick here) and
@@ -60,4 +62,26 @@ def test_a_ddp_run_reports_every_ranks_timeline_with_its_all_reduces(grade):
             <= set(names), names
     buckets = [e for e in t.events if "DDP bucket" in e[4]]
     assert {names[e[0]].split(" ")[1] for e in buckets} == {"0", "1"}
-    assert "Each of the 2 ranks has its rows" in t.summary
+    # the line above the drawing gives each rank's figures, not rank 0's alone
+    assert "over 2 ranks, each with its rows in the drawing. Rank 0" in t.summary, t.summary
+    for r in t.ranks:
+        assert f"Rank {r.rank}" in t.summary and f"{r.syncs} syncs, {r.kernels} kernels" in t.summary, t.summary
+        assert r.kernels > 0
+
+
+def test_the_summary_of_several_ranks_gives_each_ranks_figures_and_names_the_last_to_finish():
+    ranks = [RankTimeline(rank=0, modeled_ms=12.0, gpu_busy_ms=4.0, comm_ms=1.5, syncs=3, kernels=40, collectives=6,
+                          step_ms=2.0),
+             RankTimeline(rank=1, modeled_ms=15.0, gpu_busy_ms=4.0, comm_ms=1.5, host_wait_ms=3.0, syncs=3,
+                          kernels=40, collectives=6, step_ms=2.5)]
+    text = summary(Timeline(modeled_ms=15.0, gpu_busy_ms=4.0, comm_ms=1.5, syncs=3, kernels=40, collectives=6,
+                            ranks=ranks))
+    assert text == ("Modeled run 15.0 ms over 2 ranks, each with its rows in the drawing. "
+                    "Rank 0: the GPU busy 4.00 ms, copies 0 ms, collectives 1.50 ms, the host waiting for the GPU "
+                    "0 ms, the GPU idle waiting for the host 0 ms; 3 syncs, 40 kernels, 6 collectives; one training "
+                    "step 2.00 ms. Rank 1 (the last to finish): the GPU busy 4.00 ms, copies 0 ms, collectives "
+                    "1.50 ms, the host waiting for the GPU 3.00 ms, the GPU idle waiting for the host 0 ms; 3 syncs, "
+                    "40 kernels, 6 collectives; one training step 2.50 ms. The times by line of your code are "
+                    "rank 0's.")
+    ranks[1].modeled_ms = 12.0  # the ranks met at the end: nobody is named
+    assert "last to finish" not in summary(Timeline(modeled_ms=12.0, ranks=ranks))

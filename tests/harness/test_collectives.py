@@ -185,3 +185,72 @@ def test_torch_cuda_nccl_answers_as_torch_213s_cuda_wheel_does(tmp_path: Path):
     assert out["cuda"].startswith("12.") and out["version"] == [2, 29, 3], out
     assert out["available"] is True and out["warnings"] == [], out  # compiled with NCCL, as the CUDA wheel is
     assert out["direct"] == "not simulated on this CPU-only host: torch.cuda.nccl.all_reduce; it works on a real GPU"
+
+
+# every device event of rank 0's run inside one profiled window: the model's copies and DDP's broadcast, two
+# training steps (each bucket's all-reduce), a learner's all_reduce and the read of a value
+COUNTED_ONCE = r'''
+import json, os, torch, torch.distributed as dist
+from torch import nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl")
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(256, 256), nn.ReLU(),
+                                                              nn.Linear(256, 1)).cuda(), device_ids=[rank])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 256, device="cuda"), torch.randn(64, 1, device="cuda")
+    for _ in range(2):
+        opt.zero_grad(); nn.functional.mse_loss(model(x), y).backward(); opt.step()
+    t = torch.ones(1 << 20, device="cuda")
+    dist.all_reduce(t)
+    value = t[0].item()
+prof.export_chrome_trace(f"trace{rank}.json")
+with open(f"trace{rank}.json") as f:
+    trace = json.load(f)
+rows = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+device = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+print(json.dumps({"rank": rank, "value": value,
+                  "self_cuda_total": sum(e.self_device_time_total for e in device),
+                  "device_keys": {e.key: e.self_device_time_total for e in device},
+                  "host_cuda": {e.key: e.self_device_time_total for e in prof.key_averages()
+                                if e.device_type == DeviceType.CPU and e.self_device_time_total},
+                  "trace_rows": {row: sum(e["dur"] for e in trace["traceEvents"] if e["ph"] == "X"
+                                          and rows[e["tid"]] == row) for row in rows.values() if row != "host"}}))
+dist.destroy_process_group()
+'''
+
+
+def test_each_collective_is_counted_once_on_the_clock_in_the_profile_and_in_the_traces(tmp_path: Path):
+    out = tmp_path / "out.json"
+    proc = course_run(tmp_path, COUNTED_ONCE, "--nproc", "2", "--trace", str(out))
+    assert proc.returncode == 0, proc.stderr
+    figures = {}
+    for line in proc.stdout.splitlines():
+        if "{" in line:
+            f = json.loads(line[line.index("{"):])
+            figures[f["rank"]] = f
+    trace = json.loads(out.read_text())
+    for rank, f in figures.items():
+        assert f["value"] == 2.0
+        clock = trace["otherData"]["timeline"]["ranks"][rank]
+        device_ms = clock["gpu_busy_ms"] + clock["copy_ms"] + clock["comm_ms"]
+        # the profile's device time (its "Self CUDA time total") is the clock's, once: each collective is NCCL's
+        # one kernel on NCCL's stream; torch.distributed's host ops (c10d::allreduce_, nccl:all_reduce) run on
+        # the CPU and launch no kernel of their own on the compute stream, as on a real CUDA host
+        assert abs(f["self_cuda_total"] / 1e3 - device_ms) < 1e-3, (f, clock)
+        assert not [k for k in f["device_keys"] if "allreduce" in k or "all_reduce kernel" in k], f["device_keys"]
+        assert not [k for k in f["host_cuda"] if k.startswith(("c10d::", "nccl:", "gloo:"))], f["host_cuda"]
+        comm = sum(v for k, v in f["device_keys"].items() if k.startswith("nccl "))
+        assert abs(comm / 1e3 - clock["comm_ms"]) < 1e-3 and clock["collectives"] == 4, (f, clock)  # 1 + 2 + 1
+        # the profiler's Chrome trace: the compute stream holds the kernels, NCCL's row the collectives
+        rows = f["trace_rows"]
+        assert abs(rows[f"cuda:{rank} stream default"] / 1e3 - clock["gpu_busy_ms"]) < 1e-3, (rows, clock)
+        assert abs(rows[f"cuda:{rank} nccl"] / 1e3 - clock["comm_ms"]) < 1e-3, (rows, clock)
+        # `course run --trace` and the page's timeline (the rows a verdict carries) say the same
+        ranked = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == rank]
+        assert not [e for e in ranked if "all_reduce" in e["name"] and e["cat"] != "collective"], ranked
+        assert abs(sum(e["dur"] for e in ranked if e["cat"] in ("kernel", "copy", "collective")) / 1e3
+                   - device_ms) < 1e-3

@@ -90,6 +90,22 @@ def test_a_profile_without_a_source_is_refused_naming_file_and_figure(tmp_path: 
         machines.load_all(tmp_path)
 
 
+def test_a_profile_is_read_once_until_it_changes_on_disk(tmp_path: Path):
+    data = json.loads((machines.FOLDER / "h100.json").read_text())
+    data.update(id="edited-card", title="Before")
+    profile = tmp_path / "edited-card.json"
+    profile.write_text(json.dumps(data))
+    first = machines.get("edited-card", tmp_path)
+    assert first.title == "Before" and machines.get("edited-card", tmp_path) is first  # not read again
+    data["title"] = "After the edit"
+    profile.write_text(json.dumps(data))
+    assert machines.get("edited-card", tmp_path).title == "After the edit"
+    del data["peak_flops"]["fp32"]["source"]
+    profile.write_text(json.dumps(data))
+    with pytest.raises(machines.MachineError, match="needs a value and a source"):
+        machines.get("edited-card", tmp_path)
+
+
 def test_exercise_yaml_machine_is_validated():
     spec = ExerciseSpec.model_validate({"title": "t", "lesson": "l", "checks": [{"id": "a", "description": "d"}],
                                         "machine": "l4"})
@@ -127,3 +143,17 @@ def test_exercise_yaml_machine_picks_the_card_a_graded_job_runs_on():
     assert proc.returncode == 1 and not fits["passed"]
     assert fits["message"].startswith("line 16: torch.OutOfMemoryError: asking for 1024.00 MiB more did not fit on "
                                       "the 22.49 GiB card; the peak before it was ")
+
+
+def test_profiles_are_read_again_when_a_file_changes(tmp_path: Path):
+    """load_all keeps the profiles it read (a verdict names its machine four times) until a file changes."""
+    data = json.loads((machines.FOLDER / "t4.json").read_text())
+    data["id"], data["title"] = "kept-card", "First title"
+    (tmp_path / "kept-card.json").write_text(json.dumps(data))
+    assert machines.load_all(tmp_path)["kept-card"].title == "First title"
+    assert machines.load_all(tmp_path) is not machines.load_all(tmp_path)  # each caller gets its own dict
+    data["title"] = "A second, longer title"
+    (tmp_path / "kept-card.json").write_text(json.dumps(data))
+    assert machines.get("kept-card", tmp_path).title == "A second, longer title"
+    (tmp_path / "kept-card.json").unlink()
+    assert "kept-card" not in machines.load_all(tmp_path)

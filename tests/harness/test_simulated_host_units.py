@@ -99,3 +99,22 @@ def test_simulated_host_description_refuses_impossible_hosts():
     assert (cpu.accelerator, cpu.simulated, cpu.devices_present()) == (None, False, 0)
     with pytest.raises(ValueError, match="only a build with MPS"):
         SimulatedHost(build="cpu", gpus=0, mps=True)
+
+
+def test_the_fork_servers_dispatch_figure_serves_every_job_and_leaves_no_mode(monkeypatch):
+    """The fork server measures the tracer's per-call cost once (measure_dispatch); a job's clock then reads it
+    instead of measuring it again, and the server is left with no TorchFunctionMode on its stack."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    from app.harness.machine import clock
+    from app.harness.tracing.placement import measure_dispatch
+
+    monkeypatch.setattr(clock, "DISPATCH_S", None)
+    calls = clock.CLOCK.calls
+    figure = measure_dispatch()
+    assert clock.DISPATCH_S == figure >= 0.0
+    assert not _get_current_function_mode_stack() and clock.CLOCK.calls == calls
+    measured = clock.DeviceClock()
+    monkeypatch.setattr(clock.DeviceClock, "calibrate", lambda self: pytest.fail("measured again in the job"))
+    measured.configure({"machine": "h100"})
+    assert measured.dispatch_s == figure

@@ -114,3 +114,16 @@ def test_huge_pages_collapses_whole_anonymous_huge_pages_only(tmp_path):
     assert collapsed in (0, 7 * HUGE_PAGE, 8 * HUGE_PAGE)
     assert region[:1] == b"x" and region[-1:] == b"x"  # the contents survive
     region.close()
+
+
+def test_the_warm_up_reads_the_files_torchs_seeding_stack_names():
+    """torch.manual_seed formats the stack (CUDA's lazy seeding): its files are read once in the server."""
+    import linecache
+
+    import torch
+
+    from app.sandbox.startup import warm_up
+
+    warm_up()
+    for module in (torch.random, torch.cuda.random, torch.cuda):
+        assert module.__file__ in linecache.cache

@@ -4,6 +4,8 @@ Chrome trace; another learner gets 404, as for the submission itself; a run with
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from app import ROOT
@@ -47,3 +49,16 @@ def test_a_run_without_a_modeled_timeline_has_no_trace(verdict):
     with pytest.raises(Refusal) as refused:
         trace_json(submission)
     assert refused.value.status_code == 404 and "no modeled timeline" in str(refused.value)
+
+
+def test_the_page_gives_each_ranks_figures_of_a_ddp_run(live_app, learner):
+    code = (ROOT / "exercises" / "ddp-training" / "solution.py").read_text(encoding="utf-8")
+    response = learner.post("/api/exercises/ddp-training/submissions", json={"code": code})
+    assert response.status_code == 202, response.text
+    verdict = parse_sse(learner.get(f"/api/submissions/{response.json()['id']}/events").text)[-1][1]
+    summary = verdict["timeline"]["summary"]
+    assert "over 2 ranks" in summary and "Rank 0" in summary and "Rank 1" in summary, summary
+    # the line above the drawing, in the page the server renders (what a reader without JavaScript gets)
+    page = learner.get("/lessons/multi-gpu-and-distributed", headers={"accept": "text/html"}).text
+    shown = page.split('<p class="timeline-totals">', 1)[1].split("</p>", 1)[0]
+    assert html.unescape(shown) == summary, shown

@@ -46,6 +46,10 @@ NO_WORK = frozenset({
     "aten::resize_", "aten::lift_fresh", "aten::result_type", "aten::numpy_T", "aten::item",
     "aten::_local_scalar_dense", "aten::resolve_conj", "aten::resolve_neg", "aten::conj", "aten::_conj",
 })
+# host ops of torch.distributed: they launch NCCL's kernel (the clock's collective, on NCCL's stream), never one of
+# the calls' kernels on the current stream (c10d::allreduce_ runs on the CPU; nccl:all_reduce is ProcessGroupNCCL's
+# range around it, gloo:... the simulation's own underneath, renamed)
+COMM_OPS = ("c10d::", "nccl:", "gloo:", "record_param_comms")
 # ops whose work is their children's on every device besides the CompositeImplicitAutograd ones torch's
 # dispatcher names (aten::to has no overload-less schema to ask about; clone's and _to_copy's work is a copy_)
 DECOMPOSES = frozenset({"aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous"})
@@ -125,8 +129,8 @@ class Recording:
                     out.append(launcher)
             elif kind == "collective":  # NCCL's kernel, launched by torch.distributed or DDP's hook, not an aten op
                 launcher = None
-            else:
-                launcher = launchers.get(call)
+            else:  # the op of the kernel's own name where the call ran several (loss.backward()'s ones_like)
+                launcher = _launcher(by_call[call], name) if call in by_call else None
             device = _device_event(n, row, name, start, seconds, line, kind, launcher)
             if launcher is not None:
                 launcher.append_kernel(device.name, device.device_index, device.time_range.elapsed_us())
@@ -165,10 +169,11 @@ class Recording:
         return by_call
 
 
-def _launcher(ops: list) -> FunctionEvent | None:
-    """The host op that launched a call's kernel, as a CUDA host's trace attributes it: from the call's last
-    top-level op that does work, down through ops that decompose into others (aten::matmul to aten::mm,
-    aten::linear to aten::addmm, aten::to to aten::copy_) and through an op's copy of itself (aten::sum's)."""
+def _launcher(ops: list, kernel: str | None = None) -> FunctionEvent | None:
+    """The host op that launched a call's kernel, as a CUDA host's trace attributes it: from the call's last op of
+    the kernel's name (`kernel`, the clock's: "ones_like"), else its last top-level op that does work, down through
+    ops that decompose into others (aten::matmul to aten::mm, aten::linear to aten::addmm, aten::to to
+    aten::copy_) and through an op's copy of itself (aten::sum's)."""
     if not ops:
         return None
     children: dict[int, list] = {id(fe): [] for fe in ops}
@@ -178,9 +183,13 @@ def _launcher(ops: list) -> FunctionEvent | None:
             stack.pop()
         (children[id(stack[-1])] if stack else roots).append(fe)
         stack.append(fe)
-    node = ([fe for fe in roots if fe.name not in NO_WORK] or roots)[-1]
+    named = [fe for fe in ops if fe.name == f"aten::{kernel}"] if kernel else []
+    roots = [fe for fe in roots if not fe.name.startswith(COMM_OPS)]
+    if not roots and not named:
+        return None
+    node = named[-1] if named else ([fe for fe in roots if fe.name not in NO_WORK] or roots)[-1]
     while True:
-        working = [fe for fe in children[id(node)] if fe.name not in NO_WORK]
+        working = [fe for fe in children[id(node)] if fe.name not in NO_WORK and not fe.name.startswith(COMM_OPS)]
         same = [fe for fe in working if fe.name == node.name]
         if same:
             node = same[-1]

@@ -265,7 +265,7 @@ class Tracer(Hooks, Simulation):
                 outs = tensors_in(out)
                 self._propagate(name, args, kwargs, out, ins, outs)
                 self._observe(name, args, kwargs, out, frame=frame)
-            if name not in NO_KERNEL:
+            if name not in NO_KERNEL and not _collective(func):
                 self._charge(name, args, kwargs, out, line, ins, outs)
         return out
 
@@ -464,6 +464,29 @@ class PlacementMode(TorchFunctionMode):
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
         return out
+
+
+def measure_dispatch() -> float:
+    """Measure once what PlacementMode adds to a torch call (clock.DISPATCH_S), for every job forked after it:
+    the fork server calls it after its warm-up. The mode is pushed around the measurement only, over a tracer that
+    installs nothing (no hooks, no patches: the server must stay as it was); the call it times takes the mode's
+    fast path, as the per-job measurement did."""
+    from app.harness.contract import DEFAULT_HOST
+    from app.harness.machine import clock
+
+    tracer = Tracer("<dispatch>", simulated=True, devices=Devices(DEFAULT_HOST))
+    calls = CLOCK.calls
+    with PlacementMode(tracer):
+        clock.DISPATCH_S = clock.dispatch_cost()
+    CLOCK.calls = calls
+    return clock.DISPATCH_S
+
+
+def _collective(func) -> bool:
+    """torch.distributed's functions (dist.all_reduce ... reach the mode through their handle_torch_function): their
+    GPU work is NCCL's kernel, which machine/distributed.py queues on NCCL's stream (clock.collective), never a
+    kernel of their own on the current stream."""
+    return getattr(func, "__module__", "").startswith("torch.distributed")
 
 
 def _marked(args) -> bool:
