@@ -31,6 +31,7 @@ from tests.helpers import (
     SmtpSink,
     create_account,
     make_settings,
+    migrate_database,
     small_course,
     with_csrf,
 )
@@ -71,10 +72,9 @@ def settings(request, tmp_path, db_backend) -> Settings:
 @pytest.fixture
 def app(settings):
     """The real application on a fresh SQLite file migrated to head."""
-    from app.core.db import upgrade
     from app.main import create_app
 
-    upgrade(settings.database_url)
+    migrate_database(settings.database_url)
     application = create_app(settings)
     yield application
     application.state.db.dispose()
@@ -184,10 +184,9 @@ def fixtures_dir():
 @pytest.fixture
 def live_server(settings):
     """Serve the real app over HTTP on 127.0.0.1 for one test; yield its base URL."""
-    from app.core.db import upgrade
     from app.main import create_app
 
-    upgrade(settings.database_url)
+    migrate_database(settings.database_url)
     application = create_app(settings)
     with LiveServer(application) as server:
         yield server.url

@@ -38,6 +38,8 @@
       this.box = root.querySelector(".block-output");
       this.output = new ns.OutputBox(this.box);
       root.querySelector(".block-run-actions").hidden = false;
+      const formRun = root.querySelector(".block-run-nojs");  // the Run of a page without JavaScript
+      if (formRun) formRun.hidden = true;
       this.button.addEventListener("click", () => this.run());
       this.editButton = root.querySelector(".block-edit");
       this.resetButton = root.querySelector(".block-reset");

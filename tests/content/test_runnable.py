@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
 import pytest
 
 from app import ROOT
@@ -19,9 +22,19 @@ def test_the_lessons_have_runnable_blocks():
     assert {path.name for path, _ in BLOCKS} == {p.name for p in (ROOT / "lessons").glob("*.md")}
 
 
+@pytest.fixture(scope="module")
+def cpu_runs() -> dict[tuple[Path, int], Future]:
+    """Every block's run on the CPU, two at a time: each is one interpreter importing torch, mostly on one core, so
+    on two cores they overlap instead of taking turns. Each test below still judges its own block."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = {(path, block.line): pool.submit(run_block, path, block, expected=OUTPUTS.get((path, block.line)))
+                   for path, block in BLOCKS}
+    return futures  # done: leaving the pool waited for every run
+
+
 @pytest.mark.parametrize(("path", "block"), BLOCKS, ids=[f"{p.stem}:{b.line}" for p, b in BLOCKS])
-def test_runnable_block_runs_on_cpu(path, block):
-    error = run_block(path, block, expected=OUTPUTS.get((path, block.line)))
+def test_runnable_block_runs_on_cpu(cpu_runs, path, block):
+    error = cpu_runs[(path, block.line)].result()
     assert error is None, str(error)
 
 

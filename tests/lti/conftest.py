@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.db import upgrade
 from app.lti import keys, platforms
 from app.main import create_app
 from tests.helpers import Browsers, make_settings, small_course
@@ -29,8 +28,7 @@ def lti_settings(request, tmp_path):
 
 
 @pytest.fixture
-def lti_app(lti_settings):
-    upgrade(lti_settings.database_url)
+def lti_app(lti_settings):  # lti_settings migrated its database
     application = create_app(lti_settings)
     yield application
     application.state.db.dispose()

@@ -23,9 +23,9 @@ EXERCISE = load_exercise(ROOT / "exercises" / "same-device")
 
 @pytest.fixture
 def db(settings):
-    from app.core.db import upgrade
+    from tests.helpers import migrate_database
 
-    upgrade(settings.database_url)
+    migrate_database(settings.database_url)
     database = Database(settings.database_url)
     yield database
     database.dispose()

@@ -18,9 +18,9 @@ PASSED = {"exercise": "alpha", "status": "passed", "checks": [], "stdout": "", "
 
 @pytest.fixture
 def db(settings):
-    from app.core.db import upgrade
+    from tests.helpers import migrate_database
 
-    upgrade(settings.database_url)
+    migrate_database(settings.database_url)
     database = Database(settings.database_url)
     yield database
     database.dispose()
