@@ -90,22 +90,6 @@ def test_a_profile_without_a_source_is_refused_naming_file_and_figure(tmp_path: 
         machines.load_all(tmp_path)
 
 
-def test_a_profile_is_read_once_until_it_changes_on_disk(tmp_path: Path):
-    data = json.loads((machines.FOLDER / "h100.json").read_text())
-    data.update(id="edited-card", title="Before")
-    profile = tmp_path / "edited-card.json"
-    profile.write_text(json.dumps(data))
-    first = machines.get("edited-card", tmp_path)
-    assert first.title == "Before" and machines.get("edited-card", tmp_path) is first  # not read again
-    data["title"] = "After the edit"
-    profile.write_text(json.dumps(data))
-    assert machines.get("edited-card", tmp_path).title == "After the edit"
-    del data["peak_flops"]["fp32"]["source"]
-    profile.write_text(json.dumps(data))
-    with pytest.raises(machines.MachineError, match="needs a value and a source"):
-        machines.get("edited-card", tmp_path)
-
-
 def test_exercise_yaml_machine_is_validated():
     spec = ExerciseSpec.model_validate({"title": "t", "lesson": "l", "checks": [{"id": "a", "description": "d"}],
                                         "machine": "l4"})

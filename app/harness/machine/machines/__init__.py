@@ -145,24 +145,13 @@ def _check(data, path: Path) -> Machine:
                    mps=bool(data.get("mps", False)), path=path, data=data)
 
 
-# path -> (the file's stat key, its machine): the web server names a job's machine twice per submission (its
-# simulated host, the verdict's words), and reading and checking every profile took 1.8 ms of its event loop each
-# time; a profile edited on disk has another stat key and is read again
-_READ: dict[Path, tuple[tuple[int, int, int], Machine]] = {}
-
-
 def read(path: Path) -> Machine:
-    """Read and validate one profile file (again only once it changed on disk)."""
+    """Read and validate one profile file."""
     try:
-        stat = path.stat()
-        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if (seen := _READ.get(path)) is not None and seen[0] == key:
-            return seen[1]
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MachineError(f"{path}: not a readable JSON profile ({exc})") from None
-    machine = _READ[path] = (key, _check(data, path))
-    return machine[1]
+    return _check(data, path)
 
 
 # the profiles as last read, by the files they were read from (path, mtime, size): a graded submission names its
