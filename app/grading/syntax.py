@@ -12,15 +12,27 @@ import ast
 import threading
 
 _PARSE = threading.Lock()
+# the latest trees by (code, filename): one verdict reads the learner's code four times (the placement map's loops,
+# assignments and moves, the checks' unreachable lines); callers only read a tree, never change it
+_TREES: dict[tuple[str, str], ast.Module | None] = {}
+TREES_KEPT = 8
+_UNPARSED = object()
 
 
 def syntax_tree(code: str | None, filename: str = "<unknown>") -> ast.Module | None:
     """The module's tree, or None when the code is not Python or is nested past what the parser takes."""
-    try:
-        with _PARSE:
-            return ast.parse(code or "", filename)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    key = (code or "", filename)
+    with _PARSE:
+        tree = _TREES.get(key, _UNPARSED)
+        if tree is _UNPARSED:
+            try:
+                tree = ast.parse(key[0], filename)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            if len(_TREES) >= TREES_KEPT:
+                del _TREES[next(iter(_TREES))]
+            _TREES[key] = tree
+        return tree
 
 
 __all__ = ["syntax_tree"]

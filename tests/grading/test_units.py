@@ -207,3 +207,11 @@ def test_placement_map_of_several_ranks_has_a_section_per_rank():
     assert totals.to_device == 8
     one, _ = placement_map({"trace": {"lines": [line]}}, "x = 1\n")
     assert [(e.rank, e.rank_label) for e in one] == [(None, None)]
+
+
+def test_one_verdict_parses_the_learners_code_once():
+    from app.grading.syntax import syntax_tree
+
+    code = "import torch\nx = torch.ones(2)\n"
+    assert syntax_tree(code) is syntax_tree(code) and syntax_tree(code + "y = x\n") is not syntax_tree(code)
+    assert syntax_tree("def f(:\n") is None

@@ -129,3 +129,17 @@ def test_exercise_yaml_machine_picks_the_card_a_graded_job_runs_on():
     assert proc.returncode == 1 and not fits["passed"]
     assert fits["message"].startswith("line 16: torch.OutOfMemoryError: asking for 1024.00 MiB more did not fit on "
                                       "the 22.49 GiB card; the peak before it was ")
+
+
+def test_profiles_are_read_again_when_a_file_changes(tmp_path: Path):
+    """load_all keeps the profiles it read (a verdict names its machine four times) until a file changes."""
+    data = json.loads((machines.FOLDER / "t4.json").read_text())
+    data["id"], data["title"] = "kept-card", "First title"
+    (tmp_path / "kept-card.json").write_text(json.dumps(data))
+    assert machines.load_all(tmp_path)["kept-card"].title == "First title"
+    assert machines.load_all(tmp_path) is not machines.load_all(tmp_path)  # each caller gets its own dict
+    data["title"] = "A second, longer title"
+    (tmp_path / "kept-card.json").write_text(json.dumps(data))
+    assert machines.get("kept-card", tmp_path).title == "A second, longer title"
+    (tmp_path / "kept-card.json").unlink()
+    assert "kept-card" not in machines.load_all(tmp_path)

@@ -154,14 +154,36 @@ def read(path: Path) -> Machine:
     return _check(data, path)
 
 
+# the profiles as last read, by the files they were read from (path, mtime, size): a graded submission names its
+# machine four times (the job's host, each also_runs_on machine, the verdict's words), and reading and checking
+# every profile each time cost a few ms of the web server's CPU per verdict
+_LOADED: dict[tuple, dict[str, Machine]] = {}
+
+
 def load_all(extra: Path | str | None = None) -> dict[str, Machine]:
     """Every machine: this folder's profiles, then those of `extra` (a folder; its files may add machines)."""
     folders = [FOLDER] + ([Path(extra)] if extra else [])
-    machines: dict[str, Machine] = {}
     for folder in folders:
         if not folder.is_dir():
             raise MachineError(f"{folder}: the machine profiles folder does not exist")
-        for path in sorted(folder.glob("*.json")):
+    files = [sorted(folder.glob("*.json")) for folder in folders]
+    try:
+        key = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for paths in files for p in paths)
+    except OSError:  # a file went away meanwhile: read what is there, as before
+        key = None
+    if key is not None and key in _LOADED:
+        return dict(_LOADED[key])
+    machines = _read_all(folders, files)
+    if key is not None:
+        _LOADED.clear()  # only the files as they are now
+        _LOADED[key] = machines
+    return dict(machines)
+
+
+def _read_all(folders: list[Path], files: list[list[Path]]) -> dict[str, Machine]:
+    machines: dict[str, Machine] = {}
+    for folder, paths in zip(folders, files):
+        for path in paths:
             machine = read(path)
             if machine.id in machines and folder != FOLDER:
                 raise MachineError(f"{path}: machine {machine.id!r} is already defined in {machines[machine.id].path}")
