@@ -24,7 +24,7 @@ from app.submissions.block_runs import BlockRuns
 from app.submissions.live import Refused, check_code
 from app.web.deps import KnownLesson, LearnerId, per_person_limits
 from app.web.routes import machines
-from app.web.routes.exercises import DETAIL_TEXT, SSE_RETRY_MS, read_body
+from app.web.routes.exercises import DETAIL_TEXT, read_body, sse_event
 from app.web.stream_slots import StreamSlots
 from app.web.templating import render
 
@@ -168,4 +168,4 @@ async def run_events(request: Request, run_id: str = Depends(own_run)) -> AsyncI
     one `done`. A reconnecting EventSource (Last-Event-ID) gets the rest."""
     runs: BlockRuns = request.app.state.block_runs
     async for event_id, kind, data in runs.events(run_id, after=request.headers.get("last-event-id")):
-        yield ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
+        yield sse_event(event_id, kind, data)
