@@ -13,6 +13,8 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
@@ -75,6 +77,16 @@ def migrate_database(url: str) -> None:
         _HEAD.append(folder / "head.db")
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(_HEAD[0], path)
+
+
+def side_by_side(*calls: Callable[[], object]) -> list:
+    """Return each call's result, in order, running two at a time. For a test's independent `course run`s: each is
+    mostly one interpreter importing torch on one core, so on two cores two of them take the time of one. Only for
+    runs whose result does not depend on the machine's load (the simulated device's figures do not); an exception
+    raises here, as the call alone would."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]
 
 
 def small_course(tmp: Path) -> Path:

@@ -32,6 +32,8 @@ from app.submissions.live import DONE_ID, LINGER_S, LiveRun, sse_events
 
 log = logging.getLogger(__name__)
 
+SANDBOX_FAILED = "The sandbox failed while running this (not your code's fault); run it again."
+
 
 def block_job(code: str, choice: MachineChoice, *, limits=None, loopback: bool = False) -> Job:
     """The sandbox job that runs a lesson block's code on a "Run on" choice: a plain run (as `course run --machine
@@ -93,13 +95,37 @@ class BlockRuns:
             result = await follow(run.handle, on_output)
         except Exception:
             log.exception("lesson block run %s failed", run_id)
-            result = Result(status="error", message="The sandbox failed while running this (not your code's "
-                                                    "fault); run it again.")
+            result = Result(status="error", message=SANDBOX_FAILED)
         if not result.duration_ms:
             result.duration_ms = round((time.perf_counter() - started) * 1000)
         run.live.finish(done_event(result, choice, job), kind=DONE_ID)
         await asyncio.sleep(LINGER_S)
         self.runs.pop(run_id, None)
+
+    async def run_to_end(self, *, code: str, choice: MachineChoice, loopback: bool = False) -> tuple[dict, dict]:
+        """Run the block's job to its end, for a page without JavaScript that waits for it; return its output
+        ({"stdout", "stderr"}, server paths scrubbed, as the exercise panel's no-JavaScript copy shows it) and its
+        `done` event. Busy, Unavailable or Rejected when the runner did not take it; nothing is kept either way."""
+        from app.grading.grader import follow
+
+        job = block_job(code, choice, limits=self.runner.limits, loopback=loopback)
+        started = time.perf_counter()
+        handle = await self.runner.submit(job)
+        lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        ended = False
+        try:
+            result = await follow(handle, lambda event: lines.setdefault(event.stream, []).append(event.line))
+            ended = True
+        except Exception:
+            log.exception("lesson block run (without JavaScript) failed")
+            result = Result(status="error", message=SANDBOX_FAILED)
+        finally:
+            if not ended:  # the page went away (cancelled) or following failed: the job need not run on
+                await _cancel(handle)
+        if not result.duration_ms:
+            result.duration_ms = round((time.perf_counter() - started) * 1000)
+        output = {stream: "".join(line + "\n" for line in lines.get(stream, ())) for stream in ("stdout", "stderr")}
+        return output, done_event(result, choice, job)
 
     def owner(self, run_id: str) -> str | None:
         """Whose run this is; None when this process holds no run by that id (never one, or forgotten)."""
@@ -126,6 +152,13 @@ class BlockRuns:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _cancel(handle: JobHandle) -> None:
+    try:
+        await asyncio.shield(handle.cancel())
+    except Exception:
+        log.warning("could not cancel a lesson block run", exc_info=True)
 
 
 # --- `course check`: every block on the simulated H100 too ---------------------------------------------------

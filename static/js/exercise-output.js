@@ -1,6 +1,7 @@
 // The output box of an exercise panel: streamed lines (in batches, app/runner/batches.py), tracebacks folded so
 // the learner's own frames stand out, notes for lines the live stream left out, and a box that ends scrolled to
-// the learner's last frame. The server renders stored output the same way (app/web/output_view.py: the rule
+// the learner's last frame; and followRun, which reads a run's event stream into a box (an exercise run's in
+// exercise.js, a lesson block's in lesson-block.js). The server renders stored output the same way (app/web/output_view.py: the rule
 // is documented there; keep the two in step).
 (function () {
   "use strict";
@@ -127,5 +128,33 @@
     }
   }
 
+  /**
+   * Follow a run's event stream (app/submissions/live.py, sse_events): `output` batches go into `box`, and each
+   * other event named in `on` to its handler with its parsed data. The stream ends with event `last` ("verdict"
+   * for an exercise run, "done" for a lesson block's), after which the server sends nothing; `lost()` is called
+   * instead when the stream breaks before it.
+   */
+  function followRun(url, box, { last, on, lost }) {
+    const source = new EventSource(url);
+    let ended = false;
+    source.addEventListener("output", (e) => box.addBatch(JSON.parse(e.data)));
+    Object.entries(on).forEach(([name, handle]) => {
+      source.addEventListener(name, (e) => {
+        if (name === last) {
+          ended = true;
+          source.close();
+        }
+        handle(JSON.parse(e.data));
+      });
+    });
+    source.onerror = () => {
+      if (ended) return;
+      source.close();
+      lost();
+    };
+    return source;
+  }
+
   ns.OutputBox = OutputBox;
+  ns.followRun = followRun;
 })();

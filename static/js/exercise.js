@@ -16,7 +16,7 @@
   "use strict";
   const ns = (window.CourseExercise = window.CourseExercise || {});
   if (ns.panels) return;  // each page runs this once
-  const { Store, OutputBox, Verdict, Placement, Timeline } = ns;
+  const { Store, OutputBox, Verdict, Placement, Timeline, followRun } = ns;
   const { el, STATUS_TEXT } = Verdict;
 
   // This response's CSP nonce (base.html): the editor's one <style> element must carry it to be applied.
@@ -333,24 +333,18 @@
 
     follow(id) {
       this.setStatus(STATUS_TEXT.running, "pending");
-      const source = new EventSource(`${this.api}/submissions/${id}/events`);
-      let done = false;
-      source.addEventListener("output", (e) => this.output.addBatch(JSON.parse(e.data)));
-      // the worker tier started the run over on another machine: its output starts over too
-      source.addEventListener("restart", (e) => {
-        this.output.start();
-        this.setStatus(JSON.parse(e.data).message, "pending");
+      followRun(`${this.api}/submissions/${id}/events`, this.output, {
+        last: "verdict",
+        on: {
+          // the worker tier started the run over on another machine: its output starts over too
+          restart: (data) => {
+            this.output.start();
+            this.setStatus(data.message, "pending");
+          },
+          verdict: (verdict) => this.showVerdict(verdict),
+        },
+        lost: () => this.poll(id),  // the stream broke (proxy, sleep): ask for the stored verdict instead
       });
-      source.addEventListener("verdict", (e) => {
-        done = true;
-        source.close();
-        this.showVerdict(JSON.parse(e.data));
-      });
-      source.onerror = () => {
-        if (done) return;
-        source.close();
-        this.poll(id);  // the stream broke (proxy, sleep): ask for the stored verdict instead
-      };
     }
 
     async poll(id) {

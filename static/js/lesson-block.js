@@ -1,6 +1,7 @@
 // Run a lesson's code block in the page (templates/lessons/_block_run.html): on the "Run on" machine of its picker
 // (run-on.js), as written or as the learner edited it (Edit turns the block into the editor), its output streamed
-// into the exercise panels' output box (exercise-output.js). Nothing is stored: a reload shows the lesson's code.
+// into the exercise panels' output box by the same reader as an exercise run's (exercise-output.js, followRun).
+// Nothing is stored: a reload shows the lesson's code.
 // Server contract (app/web/routes/blocks.py, docs/api.md):
 //   POST /api/lessons/{slug}/blocks/{n}/runs {"machine"?, "code"?} -> 202 {"id", "events", "machine"} | 400 | 404 |
 //        413 | 422 | 429 | 503
@@ -38,6 +39,8 @@
       this.box = root.querySelector(".block-output");
       this.output = new ns.OutputBox(this.box);
       root.querySelector(".block-run-actions").hidden = false;
+      const formRun = root.querySelector(".block-run-nojs");  // the Run of a page without JavaScript
+      if (formRun) formRun.hidden = true;
       this.button.addEventListener("click", () => this.run());
       this.editButton = root.querySelector(".block-edit");
       this.resetButton = root.querySelector(".block-reset");
@@ -121,23 +124,19 @@
 
     follow(url) {
       this.setStatus("Running…", "pending");
-      const source = new EventSource(url);
-      let done = false;
-      source.addEventListener("output", (e) => this.output.addBatch(JSON.parse(e.data)));
-      source.addEventListener("done", (e) => {
-        done = true;
-        source.close();
-        const data = JSON.parse(e.data);
-        this.output.finish();
-        this.machineLine.textContent = `Ran on ${data.machine}`;
-        const words = (ENDED[data.status] || ENDED.error)(data);
-        this.finish(`${words} in ${data.duration_ms} ms on ${data.machine}.`, data.status === "ok" ? "passed" : "failed");
+      ns.followRun(url, this.output, {
+        last: "done",
+        on: {
+          done: (data) => {
+            this.output.finish();
+            this.machineLine.textContent = `Ran on ${data.machine}`;
+            const words = (ENDED[data.status] || ENDED.error)(data);
+            this.finish(`${words} in ${data.duration_ms} ms on ${data.machine}.`,
+                        data.status === "ok" ? "passed" : "failed");
+          },
+        },
+        lost: () => this.finish("Lost the run's output (the connection broke); run it again.", "error"),
       });
-      source.onerror = () => {
-        if (done) return;
-        source.close();
-        this.finish("Lost the run's output (the connection broke); run it again.", "error");
-      };
     }
 
     finish(text, kind) {
@@ -150,7 +149,7 @@
   ns.blocks = [];
 
   function start() {
-    if (!ns.OutputBox) return;
+    if (!ns.OutputBox || !ns.followRun) return;
     document.querySelectorAll(".block-run[data-block]").forEach((root) => {
       if (!root.courseBlock) {
         root.courseBlock = new Block(root);

@@ -43,7 +43,12 @@
     const select = form.querySelector("select.run-on-select");
     const use = form.querySelector(".run-on-use");
     if (use) use.hidden = true;
-    form.addEventListener("submit", (e) => { e.preventDefault(); remember(form, select); });
+    form.addEventListener("submit", (e) => {
+      // a lesson block's Run without JavaScript (lesson-block.js hides it once it runs blocks in the page) posts on
+      if (e.submitter && e.submitter.classList.contains("block-run-nojs")) return;
+      e.preventDefault();
+      remember(form, select);
+    });
     select.addEventListener("change", () => {
       document.querySelectorAll("select.run-on-select").forEach((other) => {
         if (other !== select && !other.disabled && other.querySelector(`option[value="${select.value}"]`)) {

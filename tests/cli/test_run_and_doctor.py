@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import side_by_side
+
 COURSE = [str(Path(sys.executable).with_name("course"))]
 
 
@@ -38,7 +40,7 @@ def test_course_run_json(tmp_path: Path):
 
 
 def test_course_run_nproc_runs_ranks_like_torchrun(tmp_path: Path):
-    script = tmp_path / "ddp.py"
+    script, failing = tmp_path / "ddp.py", tmp_path / "failing" / "ddp.py"  # two runs side by side: two files
     script.write_text("import os, torch, torch.distributed as dist\n"
                       "dist.init_process_group('nccl')\n"
                       "rank = dist.get_rank()\n"
@@ -47,11 +49,12 @@ def test_course_run_nproc_runs_ranks_like_torchrun(tmp_path: Path):
                       "dist.all_reduce(total)\n"
                       "print(rank, total.device, total.item(), torch.cuda.device_count(), dist.get_backend())\n"
                       "dist.destroy_process_group()\n")
-    proc = course("run", "--nproc", "2", str(script))
+    failing.parent.mkdir()
+    failing.write_text("import os\nraise SystemExit(int(os.environ['RANK']) * 4)\n")
+    proc, failed = side_by_side(lambda: course("run", "--nproc", "2", str(script)),
+                                lambda: course("run", "--nproc-per-node", "2", str(failing)))
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == ["[default0]:0 cuda:0 3.0 2 nccl", "[default1]:1 cuda:1 3.0 2 nccl"]
-    script.write_text("import os\nraise SystemExit(int(os.environ['RANK']) * 4)\n")
-    failed = course("run", "--nproc-per-node", "2", str(script))
     assert failed.returncode == 1 and "ddp.py FAILED" in failed.stderr  # torchrun's exit code and summary
 
 

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.helpers import side_by_side
+
 COURSE = [str(Path(sys.executable).with_name("course"))]
 MiB, GiB = 1 << 20, 1 << 30
 H100_TOTAL, T4_TOTAL = 81089 * MiB, 15095 * MiB  # app/harness/machine/machines/{h100,t4}.json
@@ -109,10 +111,17 @@ def test_allocator_figures_after_allocations_and_frees(tmp_path: Path):
 def test_expandable_segments_is_accepted(tmp_path: Path):
     code = ("import torch\nx = torch.empty(3 << 20, dtype=torch.uint8, device='cuda')\n"
             "y = torch.empty(30 << 20, dtype=torch.uint8, device='cuda')\nprint(torch.cuda.memory_reserved() >> 20)\n")
-    assert run(tmp_path, code).stdout == "50\n"  # a 20 MiB segment + one of 30 MiB (rounded to 2 MiB)
-    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):  # pages of 20 MiB in the large pool
+    # each run in a folder of its own: they run side by side
+    folders = [tmp_path / name for name in ("plain", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")]
+    for folder in folders:
+        folder.mkdir()
+    plain, *expandable = side_by_side(
+        lambda: run(folders[0], code),
         # set by the program before its first GPU tensor, as torch reads it when the allocator starts
-        proc = run(tmp_path, f"import os\nos.environ[{name!r}] = 'expandable_segments:True'\n" + code)
+        *(lambda folder=folder: run(folder, f"import os\nos.environ[{folder.name!r}] = 'expandable_segments:True'\n"
+                                            + code) for folder in folders[1:]))
+    assert plain.stdout == "50\n"  # a 20 MiB segment + one of 30 MiB (rounded to 2 MiB)
+    for proc in expandable:  # pages of 20 MiB in the large pool
         assert proc.returncode == 0 and proc.stdout == "60\n", proc.stderr  # 20 + 40
 
 

@@ -15,6 +15,7 @@ from app import ROOT
 from app.content.exercises import ExerciseSpec
 from app.harness.contract import DEFAULT_HOST, machine_host
 from app.harness.machine import machines
+from tests.helpers import side_by_side
 
 COURSE = [str(Path(sys.executable).with_name("course"))]
 PROPS = ("import torch\n"
@@ -102,20 +103,21 @@ def test_exercise_yaml_machine_is_validated():
 def test_course_run_machine_flag_setting_and_a_throw_away_profile(tmp_path: Path):
     script = tmp_path / "props.py"
     script.write_text(PROPS)
-    t4 = course("run", "--machine", "t4", "--gpus", "2", str(script))
-    assert t4.returncode == 0, t4.stderr
-    assert t4.stdout == f"Tesla T4|{15095 << 20}|(7, 5)|40|2|False\n"
-    l4 = course("run", str(script), COURSE_SIM_MACHINE="l4")
-    assert l4.returncode == 0 and l4.stdout.startswith("NVIDIA L4|") and l4.stdout.endswith("|(8, 9)|58|1|True\n")
     data = json.loads((machines.FOLDER / "h100.json").read_text())
     data.update(id="test-card", title="A throw-away card")
     data["name"] = {"value": "Test Card 7GB", "source": "this test"}
     data["total_memory"] = {"value": 7 << 30, "source": "this test"}
     (tmp_path / "test-card.json").write_text(json.dumps(data))
-    card = course("run", "--machine", "test-card", str(script), COURSE_SIM_MACHINES_DIR=str(tmp_path))
+    t4, l4, card, unknown = side_by_side(
+        lambda: course("run", "--machine", "t4", "--gpus", "2", str(script)),
+        lambda: course("run", str(script), COURSE_SIM_MACHINE="l4"),
+        lambda: course("run", "--machine", "test-card", str(script), COURSE_SIM_MACHINES_DIR=str(tmp_path)),
+        lambda: course("run", "--machine", "t5", str(script)))
+    assert t4.returncode == 0, t4.stderr
+    assert t4.stdout == f"Tesla T4|{15095 << 20}|(7, 5)|40|2|False\n"
+    assert l4.returncode == 0 and l4.stdout.startswith("NVIDIA L4|") and l4.stdout.endswith("|(8, 9)|58|1|True\n")
     assert card.returncode == 0, card.stderr
     assert card.stdout == f"Test Card 7GB|{7 << 30}|(9, 0)|132|1|True\n"
-    unknown = course("run", "--machine", "t5", str(script))
     assert unknown.returncode == 2 and "unknown machine 't5'; one of a100-40gb" in unknown.stderr
 
 

@@ -95,3 +95,6 @@ def test_a_worker_forked_after_the_parent_used_cuda_cannot_use_it(pool_sandbox):
     # torch/cuda/__init__.py, _lazy_init (torch 2.13)
     assert ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you "
             "must use the 'spawn' start method") in result.stderr
+    # the worker's traceback runs from the learner's __getitem__ into torch, as on a real GPU: no harness frames
+    original = result.stderr[result.stderr.index("Original Traceback"):]
+    assert 'File "main.py", line 11, in __getitem__' in original and "/app/harness/" not in original, original

@@ -5,6 +5,8 @@ output streams as an exercise run's does and ends with `done` naming the machine
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy import func, select
 
 from app.models import ExerciseProgress, Submission
@@ -104,3 +106,54 @@ def test_every_runnable_block_of_the_lesson_page_has_its_run_and_picker(learner,
         assert f'id="block-{number}"' in page and f'data-block="{number}"' in page
         assert f'<select id="block-{number}-machine" name="machine" class="run-on-select">' in page
     assert 'src="/static/js/lesson-block.js' in page or "js/lesson-block" in page
+
+
+# --- without JavaScript: the block's "Run on" form posts to the block's run, which answers a page with the output
+
+
+def form_of(page: str, number: int) -> dict[str, str]:
+    """The block's "Run on" form as a browser without JavaScript sees it: where its Run posts, and its fields."""
+    run = page.index(f'id="block-{number}-run"')
+    form = page[page.index("<form", run):page.index("</form>", run)]
+    action = re.search(r'class="button block-run-nojs" formaction="([^"]+)">Run</button>', form)
+    assert action, form
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form))
+    selected = re.search(r'<option value="(\w+)" selected>', form)
+    return {"action": action.group(1), "csrf_token": fields["csrf_token"], "machine": selected.group(1)}
+
+
+def test_without_javascript_a_blocks_run_form_answers_a_page_with_its_output(live_app):
+    browser = live_app.browsers.new(csrf=False)  # no script: no header, only the form's own token
+    before = stored_rows(live_app)
+    moved = block_number(live_app, LESSON, "batch = batch.to(device)")
+    form = form_of(browser.get(f"/lessons/{LESSON}", headers={"accept": "text/html"}).text, moved)
+    assert form["action"] == f"/lessons/{LESSON}/blocks/{moved}/run" and form["machine"] == "h100"
+    page = browser.post(form["action"], data={"csrf_token": form["csrf_token"], "machine": "laptop"})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    start = page.text.index(f'id="block-{moved}-output"')
+    output = page.text[start:page.text.index("</div>", start)]
+    assert re.findall(r'<span class="line stdout">([^\n<]*)', output) == ["cpu", "True"]
+    assert "Finished in " in page.text and "on A laptop without a GPU." in page.text
+    assert f'<a href="/lessons/{LESSON}#block-{moved}">Back to the lesson</a>' in page.text
+    assert '<option value="laptop" selected>' in page.text  # the form to run it again keeps the machine
+    assert stored_rows(live_app) == before, "a run without JavaScript stores nothing either"
+    code = "import torch\r\nprint(torch.ones(1, device='cuda').device)\r\n"  # a textarea's lines end in CRLF
+    edited = browser.post(form["action"], data={"csrf_token": form["csrf_token"], "machine": "h100", "code": code})
+    assert edited.status_code == 200 and "as you edited it" in edited.text
+    assert '<span class="line stdout">cuda:0\n</span>' in edited.text and "on One H100." in edited.text
+    assert "print(torch.ones(1, device=&#39;cuda&#39;).device)\n</textarea>" in edited.text
+
+
+def test_without_javascript_a_loopback_block_runs_and_refusals_are_pages(live_app):
+    browser = live_app.browsers.new(csrf=False)
+    lesson = "multi-gpu-and-distributed"
+    gloo = block_number(live_app, lesson, '"gloo"')
+    form = form_of(browser.get(f"/lessons/{lesson}", headers={"accept": "text/html"}).text, gloo)
+    page = browser.post(form["action"], data={"csrf_token": form["csrf_token"]})  # the machine of the picker
+    assert page.status_code == 200, page.text
+    assert "backend: gloo | world size: 1" in page.text and "step 2: loss 1.111" in page.text
+    assert browser.post(form["action"], data={"machine": "h100"}).status_code == 403  # no token, no run
+    unknown = browser.post(form["action"], data={"csrf_token": form["csrf_token"], "machine": "tpu"})
+    assert unknown.status_code == 422 and "Back to the lesson" in unknown.text and "laptop" in unknown.text
+    missing = browser.post(f"/lessons/{lesson}/blocks/99/run", data={"csrf_token": form["csrf_token"]})
+    assert missing.status_code == 404

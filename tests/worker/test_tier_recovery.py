@@ -134,7 +134,9 @@ def test_a_worker_whose_clock_is_a_minute_behind_runs_each_job_once(tier):
 @pytest.fixture(scope="module")
 def workers(tier):
     """Two plain workers for the tests after the clock's (which wants its skewed worker alone)."""
-    started = [start_worker(tier), start_worker(tier)]
+    started = [tier.spawn_worker(), tier.spawn_worker()]  # both at once: they warm up side by side
+    for proc in started:
+        tier.wait_worker(proc)
     yield started
     for proc in started:
         stop_worker(tier, proc)

@@ -127,6 +127,9 @@ NO_KERNEL = frozenset({
     "_is_view", "dtype", "shape", "names", "__format__", "__repr__", "item", "tolist", "__bool__", "__float__",
     "__int__", "__index__", "__array__", "numpy", "backward", "to", "cuda", "cpu", "type_as", "pin_memory",
     "_has_compatible_shallow_copy_type", "is_same_size", "__get__", "__set__",
+    # allocations: the caching allocator hands out memory, no kernel runs (torch.empty's values are whatever was
+    # there)
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
 })
 _MATMULS = frozenset({"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "linear", "addmm", "baddbmm",
                       "addbmm", "einsum", "mv", "dot", "inner", "outer", "tensordot"})
@@ -235,6 +238,7 @@ class DeviceClock:
         self._cpu_mark = _cpu()
         self.calls = 0  # torch calls through the tracer since the last mark (their dispatch is not the program's)
         self._depth = 0
+        self._inside_nccl = 0  # > 0: work NCCL does inside its own kernel, which the collective already counts
         self._touched = False
         self._started_cpu = 0.0
         self._bases = (REAL_PERF(), REAL_MONOTONIC(), REAL_TIME())  # the real clocks when the job began
@@ -332,6 +336,16 @@ class DeviceClock:
             self._cpu_mark += _cpu() - started
 
     @contextlib.contextmanager
+    def inside_nccl(self):
+        """Torch calls that emulate what NCCL does inside its one kernel (an average's division, an all-gather's
+        pieces laid into one tensor): they queue nothing, the collective's ring time counts them."""
+        self._inside_nccl += 1
+        try:
+            yield
+        finally:
+            self._inside_nccl -= 1
+
+    @contextlib.contextmanager
     def emulating(self):
         """A call whose real time is the simulation's own (a collective's exchange over gloo underneath NCCL's):
         the program's clock does not see it; the torch calls inside still queue their kernels."""
@@ -406,7 +420,7 @@ class DeviceClock:
 
     def op(self, name: str, device: str, ins: list, outs: list, line: int | None) -> None:
         """One op launched on a simulated GPU: its kernel queued on the current stream, the host's launch paid."""
-        if name in NO_KERNEL:
+        if name in NO_KERNEL or self._inside_nccl:
             return
         if outs and not name.endswith("_") and all(t._is_view() for t in outs):
             return  # a view of its input: no kernel
@@ -455,6 +469,8 @@ class DeviceClock:
 
     def copy(self, src: str, dst: str, nbytes: int, *, pinned: bool, non_blocking: bool, line: int | None) -> None:
         """A copy between devices: host<->device over the host link, device<->device over the GPU link."""
+        if self._inside_nccl:
+            return
         f = self.figures
         self._touched = True
         self.line = line

@@ -360,12 +360,13 @@ class Distributed:
         names = ("output_tensor", "input_tensor", "group", "async_op")
         bound = {**dict(zip(names, args)), **kwargs}
         output, tensor, group = bound["output_tensor"], bound["input_tensor"], bound.get("group")
-        parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
-        work = _ORIGINALS["all_gather"](parts, tensor, group=group, async_op=bool(bound.get("async_op")))
-        if work is not None:
-            work.wait()
-        with torch.no_grad():
-            output.view(-1).copy_(torch.cat([p.reshape(-1) for p in parts]))
+        with CLOCK.inside_nccl():  # NCCL gathers straight into the output: no kernels of these pieces
+            parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
+            work = _ORIGINALS["all_gather"](parts, tensor, group=group, async_op=bool(bound.get("async_op")))
+            if work is not None:
+                work.wait()
+            with torch.no_grad():
+                output.view(-1).copy_(torch.cat([p.reshape(-1) for p in parts]))
         return work
 
     def all_reduce_average(self, original, args, kwargs):
@@ -375,7 +376,7 @@ class Distributed:
         work = original(tensor, dist.ReduceOp.SUM, group, *args[3:], **rest)
         if work is not None:  # async_op=True: the division waits for the sum
             work.wait()
-        with torch.no_grad():
+        with torch.no_grad(), CLOCK.inside_nccl():  # ncclAvg divides inside NCCL's kernel: no kernel of its own
             tensor.div_(dist.get_world_size(group))
         return work
 

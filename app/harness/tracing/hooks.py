@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import sys
+import traceback
 
 import torch
 import torch.utils.data.dataloader
@@ -31,6 +32,8 @@ DEVICE_QUERIES = [("torch.cuda", "is_available"), ("torch.cuda", "device_count")
                   ("torch.accelerator", "current_accelerator")]
 _SIGNATURES: dict = {}  # Tensor.backward's and torch.autograd.backward's, read once
 _ORIG_NEXT = None  # DataLoader's own __next__, as _patch_dataloader found it
+_ORIG_WRAPPER_INIT = torch._utils.ExceptionWrapper.__init__  # torch's, before _patch_worker_errors
+_HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # app/harness/ (placement.HARNESS_DIR)
 _MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, "torch.mps": torch.mps,
             "torch.accelerator": torch.accelerator}
 
@@ -57,6 +60,7 @@ class Hooks:
             register_optimizer_step_pre_hook(_not_the_programs_time(self._step_pre_hook)),
             register_optimizer_step_post_hook(self._step_post_hook)]
         self._patch_dataloader()
+        self._patch_worker_errors()
         self._patch_module_moves()
         self._watch_device_queries()
 
@@ -117,6 +121,21 @@ class Hooks:
             tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
             return batch
         dataloader._BaseDataLoaderIter.__next__ = __next__
+
+    @staticmethod
+    def _patch_worker_errors() -> None:
+        """A DataLoader worker's exception reaches the program as text (torch._utils.ExceptionWrapper: "Caught
+        RuntimeError in DataLoader worker process 0. Original Traceback ..."), formatted in the worker, where the
+        tracer and the simulated GPU sit between the learner's __getitem__ and torch. Format it without their
+        frames, as a real GPU's worker shows it (grade.format_learner_traceback does the same for the program)."""
+        def __init__(wrapper, exc_info=None, where="in background"):
+            exc_info = exc_info if exc_info is not None else sys.exc_info()
+            _ORIG_WRAPPER_INIT(wrapper, exc_info, where)
+            try:
+                wrapper.exc_msg = _without_harness_frames(*exc_info)
+            except Exception:  # torch's own text stands, harness frames and all
+                pass
+        torch._utils.ExceptionWrapper.__init__ = __init__
 
     def _patch_module_moves(self) -> None:
         tracer = self
@@ -227,3 +246,11 @@ def _untraced_fetch(it) -> bool:
             and not any(isinstance(t, torch.Tensor) and t.__dict__ for t in dataset.tensors))
 
 
+def _without_harness_frames(exc_type, exc, tb) -> str:
+    """traceback.format_exception(exc_type, exc, tb) without the harness's frames and torch's torch-function
+    plumbing (torch/overrides.py), which exist only because the tracer and the simulation are on."""
+    formatted = traceback.TracebackException(exc_type, exc, tb)
+    formatted.stack = traceback.StackSummary.from_list(
+        [fs for fs in formatted.stack if not fs.filename.startswith(_HARNESS_DIR)
+         and not fs.filename.endswith(_PLUMBING[0])])
+    return "".join(formatted.format())

@@ -3,24 +3,30 @@
 Thin routes over app/submissions/block_runs.py. A run stores nothing (no submission, no progress); it counts
 against the same per-person limits as exercise runs (one budget of sandbox runs per person, whichever the page
 runs), is CSRF-protected like every POST, and is open to anonymous visitors as exercise runs are. The learner may
-send their edited code (`code`); without it the block runs as the lesson wrote it.
+send their edited code (`code`); without it the block runs as the lesson wrote it. Without JavaScript, the block's
+"Run on" form posts to `POST /lessons/{slug}/blocks/{block}/run`, which waits for the run's end and answers a page
+with its output (and a form to edit the code and run it again).
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import AsyncIterable
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from app.content import machine_choices
+from app.runner.base import Busy, Rejected, Unavailable
 from app.submissions.block_runs import BlockRuns
-from app.submissions.live import check_code
+from app.submissions.live import Refused, check_code
 from app.web.deps import KnownLesson, LearnerId, per_person_limits
 from app.web.routes import machines
-from app.web.routes.exercises import DETAIL_TEXT, SSE_RETRY_MS, read_body
+from app.web.routes.exercises import DETAIL_TEXT, read_body, sse_event
 from app.web.stream_slots import StreamSlots
+from app.web.templating import render
 
 router = APIRouter(tags=["lessons"])
 
@@ -59,13 +65,7 @@ async def run_block(slug: KnownLesson, block: str, learner: LearnerId, request: 
     "limit_hit", "message", "machine", "machine_id", "devices"}).
     """
     runs = block_runs(request)
-    lesson = request.app.state.course.get(slug)
-    code_block = lesson.runnable_block(block)
-    if code_block is None:
-        count = len(lesson.runnable_blocks)
-        raise HTTPException(404, f"The lesson {slug!r} has no runnable block {block[:20]!r}; "
-                                 + (f"its runnable blocks are numbered 1 to {count}." if count else
-                                    "it has no runnable blocks."))
+    code_block = lesson_block(request, slug, block)
     data = await read_body(request, empty={})
     code = data.get("code")
     code = code_block.code if code is None else code
@@ -77,6 +77,59 @@ async def run_block(slug: KnownLesson, block: str, learner: LearnerId, request: 
     run_id = await runs.start(code=code, learner_id=learner, choice=choice, loopback=code_block.loopback)
     return {"id": run_id, "events": f"/api/runs/{run_id}/events", "machine": choice.as_dict(), "block": int(block),
             "edited": code != code_block.code}
+
+
+def lesson_block(request: Request, slug: str, block: str):
+    """Runnable block `block` of the lesson; 404 naming how many there are when it has no such block."""
+    lesson = request.app.state.course.get(slug)
+    code_block = lesson.runnable_block(block)
+    if code_block is None:
+        count = len(lesson.runnable_blocks)
+        raise HTTPException(404, f"The lesson {slug!r} has no runnable block {block[:20]!r}; "
+                                 + (f"its runnable blocks are numbered 1 to {count}." if count else
+                                    "it has no runnable blocks."))
+    return code_block
+
+
+# how a run ended, in the words of the page's script (static/js/lesson-block.js, ENDED)
+ENDED = {"ok": "Finished", "failed": "Stopped with an error (exit status {exit_code})", "cancelled": "Stopped"}
+
+
+@router.post("/lessons/{slug}/blocks/{block}/run", dependencies=RunLimits, include_in_schema=False)
+async def run_block_form(slug: KnownLesson, block: str, learner: LearnerId, request: Request) -> Any:
+    """Run a block without JavaScript: its "Run on" form (`machine`, and `code` once edited on the answer page)
+    runs it to its end; the answer is a page with its output and a form to run it again. Stores nothing."""
+    runs = block_runs(request)
+    code_block = lesson_block(request, slug, block)
+    lesson = request.app.state.course.get(slug)
+    back = f"{lesson.url}#block-{int(block)}"
+    form = await request.form()
+    code = form.get("code")
+    try:
+        if code is not None and not isinstance(code, str):
+            raise Refused(400, "Send the code in the form's `code` field, as text.")
+        code = code_block.code if code is None else code.replace("\r\n", "\n")  # textareas send CRLF
+        check_code(code, source_bytes=request.app.state.settings.sandbox_source_bytes)
+        choice = await picked_machine(request, learner, form.get("machine"))
+        output, done = await runs.run_to_end(code=code, choice=choice, loopback=code_block.loopback)
+    except Refused as exc:
+        return _refusal(exc.status_code, exc.message, back)
+    except HTTPException as exc:
+        return _refusal(exc.status_code, str(exc.detail), back)
+    except (Busy, Unavailable) as exc:
+        return _refusal(429 if isinstance(exc, Busy) else 503, f"The course cannot run code right now; go back and "
+                        f"run again in {exc.retry_after} s.", back, {"Retry-After": str(exc.retry_after)})
+    except Rejected as exc:
+        return _refusal(400, exc.message, back)
+    ended = ENDED.get(done["status"], "").format(**done) or done["message"] or "The sandbox failed; run it again"
+    return render(request, "lessons/block_run.html", lesson=lesson, block_number=int(block), code=code,
+                  edited=code != code_block.code, output=output, done=done, ended=ended, choice=choice, back=back)
+
+
+def _refusal(status: int, message: str, back: str, headers: dict | None = None) -> HTMLResponse:
+    body = (f"<!doctype html><title>Not run</title><p>{html.escape(message)}</p>"
+            f'<p><a href="{html.escape(back)}">Back to the lesson</a></p>')
+    return HTMLResponse(body, status_code=status, headers=headers)
 
 
 async def picked_machine(request: Request, learner: str, wanted: Any) -> machine_choices.MachineChoice:
@@ -115,4 +168,4 @@ async def run_events(request: Request, run_id: str = Depends(own_run)) -> AsyncI
     one `done`. A reconnecting EventSource (Last-Event-ID) gets the rest."""
     runs: BlockRuns = request.app.state.block_runs
     async for event_id, kind, data in runs.events(run_id, after=request.headers.get("last-event-id")):
-        yield ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
+        yield sse_event(event_id, kind, data)

@@ -41,6 +41,20 @@ BODY_ENVELOPE_BYTES = 4096
 SSE_RETRY_MS = 1000
 
 
+def sse_event(event_id: str | None, kind: str, data: Any) -> ServerSentEvent:
+    """One event of a run's stream, its data already JSON text when it is plain JSON (a verdict always is).
+
+    FastAPI encodes an event's `data` through `jsonable_encoder`, which walks every item: 16 ms for
+    training-loop's verdict (its placement map and timeline) against 2.3 ms for `json.dumps` alone, the same bytes
+    (in-process, load average 8), once per verdict in the web server's event loop. Data that is not plain JSON (a
+    float that is not finite, a date) still takes FastAPI's way."""
+    try:
+        raw = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError):
+        return ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
+    return ServerSentEvent(event=kind, raw_data=raw, id=event_id, retry=SSE_RETRY_MS)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     """Bound the event streams of this process (the hub itself is app/main.py's, with the runner)."""
@@ -253,7 +267,7 @@ async def submission_events(submission: OwnedSubmission, request: Request) -> As
     """
     hub: Hub = request.app.state.live
     async for event_id, kind, data in hub.events(submission.id, after=request.headers.get("last-event-id")):
-        yield ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
+        yield sse_event(event_id, kind, data)
 
 
 # --- without JavaScript: a plain form post, and the panel's state rendered on the server -----------------
