@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app import ROOT
+from tests.helpers import FIXTURES, side_by_side
 
 COURSE = str(Path(sys.executable).parent / "course")
 
@@ -31,8 +32,17 @@ def test_check_passes_on_the_real_lessons():
     assert "ok: 5 lesson(s)" in result.stdout
 
 
-def test_check_passes_on_a_good_fixture_course(fixtures_dir):
-    result = course_check(str(fixtures_dir / "good"), "--no-grade")
+@pytest.fixture(scope="module")
+def fixture_checks() -> dict[str, subprocess.CompletedProcess]:
+    """`course check` of the good and of the broken fixture course, side by side: each is mostly one interpreter
+    at a time (its blocks on a CPU, then in a sandbox), so on two cores the pair takes about the time of one."""
+    good, broken = side_by_side(lambda: course_check(str(FIXTURES / "good"), "--no-grade"),
+                                lambda: course_check("tests/fixtures/broken", "--no-grade"))
+    return {"good": good, "broken": broken}
+
+
+def test_check_passes_on_a_good_fixture_course(fixture_checks):
+    result = fixture_checks["good"]
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok: 2 lesson(s), 1 exercise(s), 1 runnable block(s) ran on a CPU and the simulated H100" in result.stdout
 
@@ -68,8 +78,8 @@ EXPECTED = [
 
 
 @pytest.fixture(scope="module")
-def broken_output() -> subprocess.CompletedProcess:
-    return course_check("tests/fixtures/broken", "--no-grade")
+def broken_output(fixture_checks) -> subprocess.CompletedProcess:
+    return fixture_checks["broken"]
 
 
 def test_check_fails_on_a_broken_course(broken_output):

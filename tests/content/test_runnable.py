@@ -57,3 +57,20 @@ def test_every_runnable_block_runs_on_the_simulated_h100_as_its_output_blocks_sa
             return await check_blocks_on(COURSE, runner, "h100")
 
     assert [str(e) for e in asyncio.run(check())] == []
+
+
+def test_a_python_blocks_flags_are_runnable_and_loopback_only(tmp_path):
+    from app.content.validate import check_lessons
+    from tests.helpers import small_course
+
+    folder = small_course(tmp_path)
+    alpha = folder / "lessons" / "01-alpha.md"
+    blocks = ("python runnable loopback", "python loopback", "python runnable not-in-sandbox")
+    alpha.write_text(alpha.read_text() + "".join(f"\n```{info}\nprint({n})\n```\n" for n, info in enumerate(blocks)))
+    course = load_course(folder / "lessons", folder / "exercises")
+    problems = [str(e) for e in check_lessons(course)]
+    assert len(problems) == 2, problems
+    assert any("write ```python runnable loopback" in p for p in problems), problems
+    assert any("flags are runnable, loopback, not not-in-sandbox" in p for p in problems), problems
+    blocks = course.get("alpha").runnable_blocks
+    assert [b.loopback for b in blocks] == [True, False]  # a flag no longer known runs as a plain runnable block

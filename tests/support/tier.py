@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -37,10 +38,19 @@ def tier_env(database_url: str, broker_url: str, **overrides: str) -> dict[str, 
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
+    _stop_all([proc], sig, timeout)
+
+
+def _stop_all(procs: list[subprocess.Popen], sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """Signal every process group first, then wait for each: their shutdowns (a worker's sandbox) overlap."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + timeout
+    for proc in running:
         try:
-            proc.wait(timeout)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -151,12 +161,8 @@ class Tier:
 
     def close(self) -> None:
         """Stop every process of the tier."""
-        for _, proc in self.webs:
-            _stop(proc)
-        for proc in self.workers:
-            _stop(proc)
-        for proc in list(self._starting):  # a start that failed: its siblings were spawned too
-            _stop(proc)
+        # a start that failed leaves its siblings in _starting: they were spawned too
+        _stop_all([proc for _, proc in self.webs] + self.workers + list(self._starting))
         self.redis.close()
 
 

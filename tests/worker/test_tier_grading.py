@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app import ROOT
-from tests.helpers import parse_sse
+from tests.helpers import parse_sse, side_by_side
 from tests.support.clients import Learner
 
 pytestmark = pytest.mark.slow
@@ -90,13 +90,15 @@ def course(tier, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_course_grade_run_and_doctor_go_through_the_workers_too(running_tier, tmp_path):
-    graded = course(running_tier, "grade", "pick-device", str(ROOT / "exercises/pick-device/solution.py"), "--json")
-    assert graded.returncode == 0 and json.loads(graded.stdout)["status"] == "passed", graded.stderr
     program = tmp_path / "two_lines.py"
     program.write_text("import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)\n")
-    ran = course(running_tier, "run", str(program))
+    graded, ran, doctor = side_by_side(  # the tier has two workers: two commands' jobs run at once
+        lambda: course(running_tier, "grade", "pick-device", str(ROOT / "exercises/pick-device/solution.py"),
+                       "--json"),
+        lambda: course(running_tier, "run", str(program)),
+        lambda: course(running_tier, "doctor", "--json"))
+    assert graded.returncode == 0 and json.loads(graded.stdout)["status"] == "passed", graded.stderr
     assert ran.returncode == 3 and ran.stdout == "out\n" and "err" in ran.stderr
-    doctor = course(running_tier, "doctor", "--json")
     report = json.loads(doctor.stdout)
     assert report["server"]["runner"] == "celery" and len(report["server"]["workers"]) == 2
     assert report["probe"]["status"] == "ok", report["probe"]

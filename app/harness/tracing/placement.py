@@ -191,7 +191,13 @@ class Tracer(Hooks, Simulation):
 
     # ---------------------------------------------------------------- the mode's work
     def on_property(self, func, attr: str, args):
-        """Property get/set: answer devices from labels; keep labels on .grad and .data."""
+        """Property get/set: answer devices from labels; keep labels on .grad and .data.
+
+        The simulation's own work here (adopting values, labelling a new tensor and counting its memory) is not the
+        program's time and is measured out (CLOCK._cpu_mark, the CPU clock read around it); reading or setting the
+        property is the program's, and the mode's dispatch is the calibrated figure every call pays
+        (clock.DISPATCH_S). Most reads (an optimizer's `p.grad`, `.device`) do no such work and read no clock: two
+        CPU-clock reads per property were most of what such a read cost."""
         setting = func.__name__ == "__set__"
         t = args[0]
         if not setting and self.simulated and isinstance(t, torch.Tensor):
@@ -200,20 +206,25 @@ class Tracer(Hooks, Simulation):
                 return _device_object(label)
             if attr in ("is_cuda", "is_mps", "is_cpu") and label:
                 return label.startswith(attr[3:])
-        if setting and attr == "data" and self.simulated and isinstance(args[1], torch.Tensor) \
-                and dataless.adopt(t, args[1]):
-            out = None  # a data-less tensor set as .data of one with values (Module.to() of a large weight)
+        if setting and attr == "data" and self.simulated and isinstance(args[1], torch.Tensor):
+            started = _cpu()
+            adopted = dataless.adopt(t, args[1])  # a data-less tensor set as .data of one with values
+            CLOCK._cpu_mark += _cpu() - started
+            out = None if adopted else func(*args)  # (Module.to() of a large weight)
         else:
             out = func(*args)
         if self.simulated and isinstance(t, torch.Tensor):
-            if setting and attr in ("data", "grad") and isinstance(args[1], torch.Tensor):
-                if attr == "data":
-                    self.set_label(t, args[1].__dict__.get("_pt_dev"))
+            if setting and attr == "data" and isinstance(args[1], torch.Tensor):
+                started = _cpu()
+                self.set_label(t, args[1].__dict__.get("_pt_dev"))
+                CLOCK._cpu_mark += _cpu() - started
             elif not setting and isinstance(out, torch.Tensor) and out is not t and t.__dict__.get("_pt_dev"):
                 if attr in ("grad", "data", "T", "mT", "H", "mH", "real", "imag") and "_pt_dev" not in out.__dict__:
+                    started = _cpu()
                     if "_pt_nodata" in t.__dict__ or _meta(out):
                         out.__dict__["_pt_nodata"] = True
                     self.set_label(out, t._pt_dev)
+                    CLOCK._cpu_mark += _cpu() - started
         return out
 
     def on_call(self, func, name: str, args, kwargs):
@@ -440,10 +451,7 @@ class PlacementMode(TorchFunctionMode):
             if type(descriptor).__name__ == "getset_descriptor":
                 if descriptor.__name__ not in _LABELLED_PROPERTIES:  # dtype, shape, requires_grad ...
                     return func(*args)
-                started = _cpu()
-                out = self.tracer.on_property(func, descriptor.__name__, args)
-                CLOCK._cpu_mark += _cpu() - started  # the tracer's bookkeeping is not the program's time
-                return out
+                return self.tracer.on_property(func, descriptor.__name__, args)  # it measures its own work out
         default = _default_device.CURRENT_DEVICE  # set_default_device / `with torch.device(...)`
         if default is not None and default.type != "cpu" and self.tracer.simulated and kwargs.get("device") is None \
                 and func in _default_device._device_constructors():
