@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.helpers import side_by_side
@@ -178,17 +177,15 @@ print("step done", torch.cuda.max_memory_allocated(), time.perf_counter() - star
 
 
 def test_a_7b_model_fits_one_h100_in_bf16_and_not_in_fp32(tmp_path: Path):
-    began = time.monotonic()
+    # no timing here: the sandbox's own limits (10 s of wall time, 1 GiB of memory by default) end a run that
+    # held the model's values, so a return code of 0 (and the OOM's own text below) already says they were not
     bf16 = run(tmp_path, SEVEN_B.format(dtype="bfloat16"))
-    bf16_wall = time.monotonic() - began
     assert bf16.returncode == 0, bf16.stderr
     lines = bf16.stdout.splitlines()
     assert lines[0] == str(416 * 4096 * 4096)  # 6.98e9 parameters
     peak = int(lines[2].split()[2])
-    assert 50 * GiB <= peak <= 79 * GiB and bf16_wall < 60, (peak / GiB, bf16_wall)
-    began = time.monotonic()
+    assert 50 * GiB <= peak <= 79 * GiB, peak / GiB
     fp32 = run(tmp_path, SEVEN_B.format(dtype="float32"))
-    assert time.monotonic() - began < 60
     assert fp32.returncode == 1 and "backward done" in fp32.stdout and "step done" not in fp32.stdout
     assert "in step" in fp32.stderr and "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. " \
         "GPU 0 has a total capacity of 79.19 GiB" in fp32.stderr
