@@ -37,9 +37,13 @@ serve: setup db
 # The linter first: it takes a second, the suite minutes. Everything runs; while editing, a quicker loop is
 # `make test PYTEST_ARGS='-m "not slow and not browser"'` or `.venv/bin/python -m pytest tests/<area>`.
 # It ends with the 30 slowest tests, to keep the suite inside its time (25 minutes on a 2-core machine).
+# Two pytest-xdist processes (TEST_WORKERS=0 runs in this one): much of the suite waits on subprocesses, sockets
+# and sleeps rather than on the cores. --dist loadfile keeps each test file on one process, so a module's shared
+# servers (a tier, a live site, Chromium) start once, as in a serial run, and its tests keep their order.
+TEST_WORKERS ?= 2
 test: setup system-deps db
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 bench: setup system-deps db
 	$(BIN)/python -m bench

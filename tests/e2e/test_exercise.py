@@ -40,7 +40,8 @@ def test_edit_run_fix_pass_and_come_back(live_site, browser_page):
     panel.locator(".exercise-run").click()
 
     output = panel.locator(".exercise-output")
-    expect(output).to_contain_text("before the pause", timeout=15_000)
+    # 30 s: the job's start waits on the sandbox, which shares the cores with a second test process
+    expect(output).to_contain_text("before the pause", timeout=30_000)
     expect(panel.locator(".exercise-checks .check")).to_have_count(0)  # streamed while still running
     failing = panel.locator('.exercise-checks .check.failed[data-check="same_device"]')
     expect(failing).to_be_visible(timeout=15_000)

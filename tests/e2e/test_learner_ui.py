@@ -64,6 +64,10 @@ def test_a_draft_is_the_learners_and_goes_with_the_log_out(live_site, browser_pa
     starter = (ROOT / "exercises" / "same-device" / "starter.py").read_text(encoding="utf-8")
     expect(panel.locator(".exercise-attempts-count")).to_contain_text("none yet")  # the history has loaded
     replace_code(page, panel, "# Ann's unsent answer\n")
+    # the editor reports the change in a later task: on a loaded machine (a second test process beside this one)
+    # the key lands a moment after the keystrokes
+    page.wait_for_function("Object.keys(localStorage).some((k) => k.includes(':draft:same-device'))",
+                           timeout=15_000)
     assert any(":draft:same-device" in key for key in course_keys(page))
     page.reload()
     expect(panel.locator(".cm-editor")).to_be_visible()
