@@ -374,6 +374,19 @@ class JobCgroup:
             return False
         return any(line.split()[:1] == ["max"] and int(line.split()[1]) > 0 for line in text.splitlines())
 
+    def try_remove(self) -> bool:
+        """Remove the job's directories once, without waiting; return whether none is left (a group whose last
+        processes are still exiting stays, for a later try)."""
+        gone = True
+        for d in self.dirs.values():
+            try:
+                os.rmdir(d)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                gone = False
+        return gone
+
     def remove(self) -> None:
         """Remove the job's directories (sweep first); retry briefly while the kernel finishes exits."""
         for d in self.dirs.values():

@@ -76,10 +76,15 @@ class JobQueue:
         slot = self._new_uid_slot()
         devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
         cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
-        proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
-                              userns=self.ctx.userns)
-        self.children[proc.pid] = proc
-        self.setup_out[proc.pid] = bytearray()
+        try:
+            proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
+                                  userns=self.ctx.userns)
+        except BaseException:
+            self.uid_slots.discard(slot)
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        self.starting.append(proc)  # its pid comes later (ForkServer.reap): the server does not wait for the fork
         for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
                          (proc.status, "status")):
             self.sel.register(fd, selectors.EVENT_READ, (kind, proc))
@@ -89,7 +94,7 @@ class JobQueue:
 
     def setup_text(self, proc) -> str:
         """Return what a child printed before it was given a job (its setup failure, if any)."""
-        return bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace").strip()
+        return bytes(proc.setup_out).decode(errors="replace").strip()
 
     def refill_pools(self) -> None:
         """Prepare the children the pools keep waiting, unless the server refuses to run code or is closing."""
