@@ -49,6 +49,15 @@ def ranks_of(payload: dict) -> int:
         return 1
 
 
+def copies_of(payload: dict, real_gpu: bool = False) -> int:
+    """How many copies of the learner's program a job runs at once: a graded job runs one more per other machine
+    its checks name (`elsewhere`, app/harness/elsewhere.py), except on a real GPU, which cannot be hidden from
+    the program (nothing is forked there); 1 for every other job."""
+    grade = payload.get("grade")
+    others = grade.get("elsewhere") if isinstance(grade, dict) and payload.get("mode") == "grade" else None
+    return 1 + len(others) if isinstance(others, list) and not real_gpu else 1
+
+
 class JobQueue:
     """Waiting jobs, children made for them, and the hand-over of a job to a child."""
 
@@ -141,6 +150,12 @@ class JobQueue:
                 except OSError as exc:
                     log(f"could not apply job {job_id}'s limits to its warm child: {exc}")
             proc.limits = limits
+        copies = copies_of(payload, real_gpu=proc.warm is not None and proc.warm.gpu is not None)
+        if proc.cgroup is not None and copies > 1:  # one core per copy (JobCgroup.set_cores), before it starts
+            try:
+                proc.cgroup.set_cores(copies)
+            except OSError as exc:
+                log(f"could not give job {job_id} a core per copy of its program: {exc}")
         job = RunningJob(job_id, proc, self.send, key=key)
         job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
         proc.job = job
