@@ -90,6 +90,8 @@ class ForkServer(JobQueue):
         started = time.monotonic()
         info = startup.warm_up(gpu=bool(self.config.get("gpu_slots")))
         import app.harness as harness  # before forking: children cannot read project files
+
+        harness.load()
         from app.harness.tracing.placement import measure_dispatch
 
         info["dispatch_us"] = round(measure_dispatch() * 1e6, 2)  # once here, not in each job (clock.DISPATCH_S)
