@@ -49,8 +49,10 @@ SETUP_OUT_MAX = 64 << 10
 RETIRE_POLL_S = 0.005
 # finished children's cgroups kept for a quiet moment at most; past this many they are removed at once
 RETIRE_BACKLOG = 4
-# seconds after which a finished job's cgroups that still hold processes are logged (once)
+# seconds after which a finished job's cgroups that still hold processes are logged (once), and then tried only
+# every RETIRE_SLOW_S: a process stuck in the kernel must not keep the server waking 200 times a second
 RETIRE_WARN_S = 5.0
+RETIRE_SLOW_S = 1.0
 # a job whose bytes could not be read or passed on (see _fail_job): the job alone ends with this
 UNREADABLE = ("the grader could not read this run's report; this is not your code's fault if it ran normally: "
               "run it again")
@@ -426,7 +428,8 @@ class ForkServer(JobQueue):
             nearest = min(live, default=time.monotonic() + CPU_POLL_S) - time.monotonic()
             timeout = max(0.0, min(CPU_POLL_S, nearest))
         if self.retiring:
-            timeout = RETIRE_POLL_S if timeout is None else min(timeout, RETIRE_POLL_S)
+            poll = RETIRE_POLL_S if any(since is not None for *_, since in self.retiring) else RETIRE_SLOW_S
+            timeout = poll if timeout is None else min(timeout, poll)
         events = self.sel.select(timeout)
         for key, _ in events:
             if self.sel.get_map().get(key.fd) is not key:
