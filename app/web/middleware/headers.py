@@ -1,5 +1,6 @@
-"""Security headers on every response, from one middleware: the outermost one, so refusals made by the
-middleware below it (413, 400) and static files carry them too.
+"""Security headers on every response, from one middleware: the outermost but one, so refusals made by the
+middleware below it (413, 400) and static files carry them too. The one outside it, the first-visit page cache
+(page_cache.py), answers only with a cached lesson page, whose headers it takes from `encoded_headers` here.
 
 The Content-Security-Policy is strict because the templates allow it: no inline script, no `eval`, nothing from
 another origin, and no inline style element except the one the code editor (CodeMirror) builds, which carries
