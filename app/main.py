@@ -37,7 +37,7 @@ from app.web.middleware.forms import Utf8FormMiddleware
 from app.web.middleware.head import HeadAsGetMiddleware
 from app.web.middleware.headers import SecurityHeadersMiddleware
 from app.web.middleware.identity import SESSION_COOKIE, SESSION_MAX_AGE, IdentityMiddleware
-from app.web.middleware.session import SessionMiddleware
+from app.web.middleware.session import SessionCookie, SessionMiddleware
 from app.web.routes import (
     account,
     auth,
@@ -141,24 +141,27 @@ def exercise_label(app: FastAPI) -> Callable[[str], str]:
 def middleware(settings: Settings, db: Database) -> list[Middleware]:
     """Return the middleware, outermost first. Each one relies on those above it:
 
-    1. SecurityHeaders: CSP, nosniff, ... on every response, including the refusals of the ones below.
-    2. HeadAsGet: a HEAD goes on as a GET (everything below sees GET) and loses its body on the way back.
-    3. BodyLimit: refuses an oversized body (413) before anything reads it.
-    4. Utf8Form: reads form bodies (within the limit) and refuses fields that are not UTF-8 (400).
-    5. Session: the signed cookie, which the identity below reads and writes.
-    6. Identity: learner id, CSRF token and user from the session (signed out if the account's session version
+    1. FirstVisit: answers a new visitor's GET of a cached lesson page (no session cookie), with the cookie and the
+       security headers 6 and 2 would add (the same functions make them); everything else goes on.
+    2. SecurityHeaders: CSP, nosniff, ... on every other response, including the refusals of the ones below.
+    3. HeadAsGet: a HEAD goes on as a GET (everything below sees GET) and loses its body on the way back.
+    4. BodyLimit: refuses an oversized body (413) before anything reads it.
+    5. Utf8Form: reads form bodies (within the limit) and refuses fields that are not UTF-8 (400).
+    6. Session: the signed cookie, which the identity below reads and writes.
+    7. Identity: learner id, CSRF token and user from the session (signed out if the account's session version
        moved on); says whether the visitor is new.
-    7. FirstVisit: answers a new visitor's lesson page from the page cache, which needs 6's answer and token.
     """
+    production = settings.env == "production"
+    cookie = SessionCookie(settings.secret_key, name=SESSION_COOKIE, max_age=SESSION_MAX_AGE, same_site="lax",
+                           https_only=production)
     return [
-        Middleware(SecurityHeadersMiddleware, production=settings.env == "production"),
+        Middleware(page_cache.FirstVisitMiddleware, cookie=cookie, production=production),
+        Middleware(SecurityHeadersMiddleware, production=production),
         Middleware(HeadAsGetMiddleware),
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
         Middleware(Utf8FormMiddleware),
-        Middleware(SessionMiddleware, secret_key=settings.secret_key, session_cookie=SESSION_COOKIE,
-                   max_age=SESSION_MAX_AGE, same_site="lax", https_only=settings.env == "production"),
+        Middleware(SessionMiddleware, cookie=cookie),
         Middleware(IdentityMiddleware, db=db),
-        Middleware(page_cache.FirstVisitMiddleware),
     ]
 
 

@@ -1,8 +1,9 @@
 """Throughput under load: many learners submitting while others read lessons, against the real server.
 
 `load_run` is shared by the short load test in `make test` (tests/load/) and the full run here in `make bench`
-(32 submitters x 10 solutions, 50 readers). It reports verdicts per second, submission latency, reader latency,
-and how many accepted submissions were lost (no verdict, or a verdict that the database does not hold).
+(32 submitters x 10 solutions, 50 readers, each pausing `READER_THINK_S` between pages: a class reading). It
+reports verdicts per second, submission latency, the readers' page latency under that load, and how many accepted
+submissions were lost (no verdict, or a verdict that the database does not hold).
 Its baseline, in the same run: `raw_jobs_per_s`, the same mix of solutions graded straight on a LocalRunner of the
 site's concurrency (`grade_submission`, no web, no database), as many in flight as submitters;
 `load_capacity_share` in the summary is verdicts/s over it.
@@ -26,6 +27,14 @@ from tests.support.servers import site_server
 SUBMITTERS = 32
 PER_SUBMITTER = 10
 READERS = 50
+# Seconds each reader pauses between two pages: the readers model a class of learners reading lessons while others
+# submit, and a learner reads a page every few seconds at the very most (skimming from lesson to exercise; reading
+# one takes minutes), so 50 readers offer at most 25 pages/s. Before (no pause) each reader fetched its next page
+# as soon as the last arrived: 50 httpx clients reading flat out were a load generator whose own CPU was ~43% of
+# what each verdict cost on the 2-core machine (bench/README.md), so `load_capacity_share` measured the benchmark's
+# client more than the site. The short load test (tests/load/) keeps its readers flat out: it checks correctness
+# under as much concurrency as it can make, not a rate.
+READER_THINK_S = 2.0
 # submissions per minute per learner and per address (every client is 127.0.0.1) must not limit a load test
 SERVER_ENV = {"COURSE_SUBMISSION_RATE_LIMIT": "10000/minute", "COURSE_SUBMISSION_ADDRESS_RATE_LIMIT": "10000/minute"}
 
@@ -44,12 +53,14 @@ async def _submitter(base: str, n: int, count: int, codes: dict[str, str]) -> di
         return {"outcomes": outcomes, "stored": stored, "progress": await learner.progress()}
 
 
-async def load_run(base: str, *, submitters: int, per_submitter: int, readers: int) -> dict:
-    """Run submitters and readers at once against base; return every outcome and the reader stats."""
+async def load_run(base: str, *, submitters: int, per_submitter: int, readers: int, think_s: float = 0.0) -> dict:
+    """Run submitters and readers at once against base; return every outcome and the reader stats.
+
+    think_s: each reader's pause between pages (`read_pages`); 0 reads flat out."""
     codes = solutions()
     stop = asyncio.Event()
     reads = ReaderStats()
-    reading = asyncio.create_task(read_pages(base, readers, stop, reads))
+    reading = asyncio.create_task(read_pages(base, readers, stop, reads, think_s=think_s))
     start = time.perf_counter()
     try:
         learners = await asyncio.gather(*(_submitter(base, n, per_submitter, codes) for n in range(submitters)))
@@ -122,11 +133,12 @@ def run(submitters: int = SUBMITTERS, per_submitter: int = PER_SUBMITTER, reader
         # load that starts while the site still warms up (several seconds) counts the warm-up as lost throughput
         with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), until_ready=True, **SERVER_ENV) as (base, _):
             rows.append(summarise(asyncio.run(load_run(base, submitters=submitters, per_submitter=per_submitter,
-                                                       readers=readers))))
+                                                       readers=readers, think_s=READER_THINK_S))))
     out = {key: statistics.median(r[key] for r in rows) for key in rows[0] if isinstance(rows[0][key], (int, float))}
     out["lost_submissions"] = sum(r["lost_submissions"] for r in rows)
     out["raw_jobs_per_s"] = asyncio.run(raw_jobs_per_s(submitters))
-    out.update(submitters=submitters, per_submitter=per_submitter, readers=readers, repeats=repeats)
+    out.update(submitters=submitters, per_submitter=per_submitter, readers=readers, repeats=repeats,
+               reader_think_s=READER_THINK_S)
     out["targets"] = {"lost_submissions": {"target": "== 0", "met": out["lost_submissions"] == 0},
                       "server_errors": {"target": "== 0", "met": out["server_errors"] == 0}}
     return out

@@ -22,7 +22,7 @@ RESULTS = Path(__file__).parent / "results"
 EXEC_RUNS = 5
 # what an exec'd child would do before it could isolate: a fresh interpreter importing the harness (and torch)
 # and running the fork server's warm-up, which a forked child inherits instead
-EXEC_CHILD = "import app.harness; from app.sandbox import startup; startup.warm_up()"
+EXEC_CHILD = "import app.harness; app.harness.load(); from app.sandbox import startup; startup.warm_up()"
 
 
 def measure_exec_prepare(runs: int = EXEC_RUNS) -> dict:

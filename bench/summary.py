@@ -47,6 +47,8 @@ def headline(summary: dict) -> dict:
         "submission_p50_ms": g("load.submission_p50_ms"),
         "submission_p95_ms": g("load.submission_p95_ms"),
         "lost_submissions": g("load.lost_submissions"),
+        "load_page_p50_ms": g("load.page_p50_under_load_ms"),
+        "load_page_p99_ms": g("load.page_p99_under_load_ms"),
         "hostile_page_p99_ms": g("hostile.hostile_page_p99_ms"),
         "quiet_page_p99_ms": g("hostile.quiet_page_p99_ms"),
         "plain_job_training_loop_p50_ms": g("grading.plain_job_p50_ms"),
@@ -169,6 +171,8 @@ ROWS = [
     ("submission p95 under load (ms)", "submission_p95_ms", None, None, "<= 1000 ms",
      lambda h: (h["submission_p95_ms"] or 1e9) <= 1000),
     ("lost submissions", "lost_submissions", None, None, "0", lambda h: h["lost_submissions"] == 0),
+    ("readers' page p50 / p99 under that load (ms)", "load_page_p50_ms",
+     "load_page_p99_ms", None, "", None),
     ("submit until 202, p50 (ms): celery tier vs local runner", "celery_submit_p50_ms", "local_submit_p50_ms", None,
      "< 15 ms added", lambda h: (h["celery_submit_overhead_ms"] if h["celery_submit_overhead_ms"] is not None
                                  else 1e9) < 15),

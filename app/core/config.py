@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     # bytes of GPU memory a job's PyTorch allocator may take (0: no cap); a guardrail the learner's code can
     # undo, not a limit: MIG is the hard one (docs/security.md)
     sandbox_gpu_memory_bytes: int = 0
+    # cores (fractions too) that all jobs together leave to the web server and the rest of the host: the parent
+    # cgroup of the jobs gets cpu.max = (cores - this); 0: no cap (app/sandbox/cgroups.py)
+    sandbox_cpu_reserve: float = Field(default=0.5, ge=0)
     # tests only: the directory the GPU passthrough takes device nodes from; anything but /dev means "a test
     # tree of nodes made with mknod", whose nvidiaN nodes are the GPUs (no NVML)
     sandbox_gpu_dev_root: Path = Path("/dev")

@@ -1,7 +1,7 @@
 """Code that runs INSIDE the sandbox. It imports nothing from `app` outside this package.
 
-`main(payload, report_fd)` is what a sandboxed child calls once it is isolated. The fork server imports this
-package before forking, so the child never needs to read project files (which its mount namespace hides).
+`main(payload, report_fd)` is what a sandboxed child calls once it is isolated. The fork server calls `load()`
+before forking, so the child never needs to read project files (which its mount namespace hides).
 
     contract.py      the job's simulated host as the app describes it (machine profiles: machine/machines/)
     plain.py         plain mode: the learner's file as `__main__`, its traceback from its own line on
@@ -27,20 +27,22 @@ from __future__ import annotations
 import linecache
 import os
 
-# Imported here, in the fork server, before any fork: the sandboxed child cannot read project files.
+# What a job runs is imported by `load()`, in the fork server before any fork (the sandboxed child cannot read
+# project files). Importing this package imports none of it, nor torch: the web process reads `contract` and the
+# machine profiles from here and runs no job (it imported torch, torch._dynamo included, for nothing: seconds of
+# its start and ~440,000 objects).
 from app.harness import channel
-from app.harness import grade as _grade
-from app.harness import launch as _launch
-from app.harness import launchers as _launchers
-from app.harness import plain as _plain
-from app.harness import session as _session
-from app.harness import stdio as _stdio
 from app.harness.contract import JobPayload, SimulatedHost
-from app.harness.machine import chrome_trace as _chrome_trace
-from app.harness.machine import clock as _clock
-from app.harness.wording import wording as _wording
 
-_wording.warm_up()
+
+def load() -> None:
+    """Import every part a job runs (torch with them) and word one device mismatch, so that every forked job
+    starts with them loaded; the fork server calls this once, before its first fork."""
+    from app.harness import grade, launch, launchers, plain, session, stdio  # noqa: F401
+    from app.harness.machine import chrome_trace, clock  # noqa: F401
+    from app.harness.wording import wording
+
+    wording.warm_up()
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
@@ -53,6 +55,15 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     itself (launch.py); machines: the sandbox's machine keepers, which fork the ranks of a job of several
     machines in each machine's own files (app/sandbox/nodes.py).
     """
+    from app.harness import grade as _grade  # each loaded already in the fork server (load())
+    from app.harness import launch as _launch
+    from app.harness import launchers as _launchers
+    from app.harness import plain as _plain
+    from app.harness import session as _session
+    from app.harness import stdio as _stdio
+    from app.harness.machine import chrome_trace as _chrome_trace
+    from app.harness.machine import clock as _clock
+
     key_source = request_key or channel.no_key
     if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks
         os.environ.update(_launchers.of(payload)["env"])
@@ -83,4 +94,6 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
 
 def start_rank(payload: JobPayload, index: int, env: dict[str, str], fds: tuple[int, int, int]) -> None:
     """In a process a machine keeper forked: become rank `index` of the job (rank.py). Never returns."""
-    _launch.rankmod.start(payload, index, env, fds)
+    from app.harness import launch
+
+    launch.rankmod.start(payload, index, env, fds)

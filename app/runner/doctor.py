@@ -125,6 +125,9 @@ def format_report(report: dict) -> str:
     for name, on in server.get("layers", {}).items():
         lines.append(f"  [{'on ' if on else 'OFF'}] {name}")
     lines.append(f"  cgroups: {server.get('cgroup_version', 'none')} {server.get('cgroup_note') or ''}".rstrip())
+    if server.get("jobs_cpu_cores"):
+        lines.append(f"  CPU of all jobs together: {server['jobs_cpu_cores']:g} cores at most "
+                     "(COURSE_SANDBOX_CPU_RESERVE keeps the rest for the web server)")
     if server.get("refuse"):
         lines.append(f"  REFUSING TO RUN CODE: {server['refuse']}")
     elif server.get("unsafe_dev") and not server.get("isolate"):

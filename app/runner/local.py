@@ -161,7 +161,8 @@ class LocalRunner:
                 # a spawn pool's slots are never fewer than the jobs that run at once, so none waits on another
                 "cpu_slots": max(s.sandbox_prefork, self.concurrency),
                 "gpu_slots": [g.to_dict() for g in self.gpu_slots], "gpu_dev_root": str(s.sandbox_gpu_dev_root),
-                "gpu_memory_bytes": s.sandbox_gpu_memory_bytes, **self.server_options}
+                "gpu_memory_bytes": s.sandbox_gpu_memory_bytes, "cpu_reserve": s.sandbox_cpu_reserve,
+                **self.server_options}
 
     async def _ensure_server(self) -> None:
         async with self._start_lock:  # type: ignore[union-attr]

@@ -3,6 +3,10 @@
 cgroup v1 is what this project's hosts have (v2 has no delegated controllers there); v2 is used when our own
 cgroup delegates memory, pids and cpu. Every server makes its own parent group named after its pid and a random
 token, so several servers (several test sessions) on one machine never touch each other's jobs.
+
+CPU: each job's group has one core per copy of the learner's program it runs at once (cpu.max; JobCgroup.set_cores),
+and the parent group of all jobs has the server's cores less a reserve (COURSE_SANDBOX_CPU_RESERVE), so however
+many jobs burn CPU, the web server beside the sandbox keeps that much of a core to answer pages.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ CFS_PERIOD_US = 100_000
 # cores, pages keep answering and learners' programs wait. v2's cpu.weight scale has its default at 100.
 JOB_CPU_SHARES = 128
 JOB_CPU_WEIGHT = 12
+# microseconds; the smallest quota the kernel accepts (a reserve of every core still leaves jobs this much)
+MIN_QUOTA_US = 1_000
 
 
 def _v1_mounts() -> dict[str, str]:
@@ -50,6 +56,25 @@ def _write(path: str, value: object) -> None:
         f.write(str(value))
 
 
+def _cores_of(own_dir: str | None, version: str) -> float:
+    """The cores this process's own group may use: the CPUs it may run on, or less where its group has a quota
+    (a container's `--cpus`)."""
+    cores = float(len(os.sched_getaffinity(0)))
+    if own_dir is None:
+        return cores
+    try:
+        if version == "v2":
+            quota, period = Path(f"{own_dir}/cpu.max").read_text().split()[:2]
+        else:
+            quota = Path(f"{own_dir}/cpu.cfs_quota_us").read_text().strip()
+            period = Path(f"{own_dir}/cpu.cfs_period_us").read_text().strip()
+        if quota not in ("max", "-1"):
+            cores = min(cores, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    return cores
+
+
 def _remove_stale(parent: str) -> None:
     """Remove empty groups left by servers that were killed (their pid, in the name, is gone)."""
     try:
@@ -72,19 +97,52 @@ def _remove_stale(parent: str) -> None:
 
 
 class CgroupManager:
-    """The server's own parent cgroups; makes one JobCgroup per job."""
+    """The server's own parent cgroups; makes one JobCgroup per job.
 
-    def __init__(self) -> None:
+    cpu_reserve: cores (fractions too) kept from all jobs together for the processes beside the sandbox, the web
+    server first: the parent group of the jobs gets cpu.max = (this group's cores - cpu_reserve); 0: no cap."""
+
+    def __init__(self, cpu_reserve: float = 0.0) -> None:
         self.version = "none"
         self.bases: dict[str, str] = {}
         self.reason = ""
         self._token = f"course-sbx-{os.getpid()}-{secrets.token_hex(3)}"
         self._counter = 0
+        self.cores = float(len(os.sched_getaffinity(0)))  # the cores this server's group may use
+        self.jobs_quota_us: int | None = None  # the parent group's quota per CFS_PERIOD_US; None: no cap
         try:
             self._setup_v1() or self._setup_v2()
         except OSError as exc:
             self.reason = f"cannot create cgroups: {exc}"
             self.version, self.bases = "none", {}
+        if self.bases and cpu_reserve > 0:
+            self._cap_jobs(cpu_reserve)
+
+    def _cap_jobs(self, reserve: float) -> None:
+        """Give the parent group of the jobs (this group's cores - reserve) cores at most, all jobs together.
+
+        Each job's weight (JOB_CPU_SHARES) is against its siblings, the other jobs: their parent weighs as much as
+        the web server, so four one-core jobs on two cores still took a core from it and page p99 doubled. A
+        quota is a ceiling instead: what jobs cannot take stays the web server's (and idle otherwise: a reserve
+        of half a core leaves 1.5 of 2 cores to jobs even when no page is asked for)."""
+        base = self.bases.get("unified") or self.bases.get("cpu")
+        if base is None:
+            return
+        quota = max(MIN_QUOTA_US, int((self.cores - reserve) * CFS_PERIOD_US))
+        try:
+            if self.version == "v2":
+                _write(f"{base}/cpu.max", f"{quota} {CFS_PERIOD_US}")
+            else:
+                _write(f"{base}/cpu.cfs_period_us", CFS_PERIOD_US)
+                _write(f"{base}/cpu.cfs_quota_us", quota)
+        except OSError as exc:
+            self.reason += f"cpu reserve not applied: {exc.strerror}; "
+            return
+        self.jobs_quota_us = quota
+
+    def jobs_cores(self) -> float | None:
+        """The cores all jobs together may use (the parent's cpu.max); None: no cap."""
+        return round(self.jobs_quota_us / CFS_PERIOD_US, 3) if self.jobs_quota_us else None
 
     def _setup_v1(self) -> bool:
         mounts, own = _v1_mounts(), _own_paths()
@@ -93,6 +151,8 @@ class CgroupManager:
         for ctrl in V1_CONTROLLERS:
             if ctrl in mounts and ctrl in own:
                 parent = f"{mounts[ctrl]}{own[ctrl].rstrip('/')}"
+                if ctrl == "cpu":
+                    self.cores = _cores_of(parent, "v1")
                 _remove_stale(parent)
                 base = f"{parent}/{self._token}"
                 try:
@@ -114,6 +174,7 @@ class CgroupManager:
         if not {"memory", "pids", "cpu"} <= set(enabled):
             self.reason = f"cgroup v2 controllers not delegated here (enabled: {' '.join(enabled) or 'none'})"
             return False
+        self.cores = _cores_of(str(mine), "v2")
         base = mine / self._token
         base.mkdir()
         _write(f"{base}/cgroup.subtree_control", "+memory +pids +cpu")
@@ -135,7 +196,8 @@ class CgroupManager:
         if not self.bases:
             return None
         self._counter += 1
-        job = JobCgroup(self.version, {c: f"{b}/job-{self._counter}" for c, b in self.bases.items()})
+        job = JobCgroup(self.version, {c: f"{b}/job-{self._counter}" for c, b in self.bases.items()},
+                        max_quota_us=self.jobs_quota_us or int(self.cores * CFS_PERIOD_US))
         try:
             job.create(limits, devices)
         except OSError:
@@ -153,11 +215,15 @@ class CgroupManager:
 
 
 class JobCgroup:
-    """The cgroups of one job."""
+    """The cgroups of one job.
 
-    def __init__(self, version: str, dirs: dict[str, str]) -> None:
+    max_quota_us: the most CPU per CFS_PERIOD_US this job may be given (the parent's cap; cgroup v1 refuses a
+    child's quota above its parent's with EINVAL)."""
+
+    def __init__(self, version: str, dirs: dict[str, str], max_quota_us: int | None = None) -> None:
         self.version = version
         self.dirs = dirs
+        self.max_quota_us = max_quota_us
 
     def to_dict(self) -> dict:
         """Return a JSON-ready dict (the zygote's child joins the groups by their directories)."""
@@ -175,13 +241,27 @@ class JobCgroup:
         if "devices" in self.dirs:
             self.allow_only(devices)
         self.set_limits(limits)
-        if self.version == "v2":  # one core at most per job, and a low weight against the web server
-            _write(f"{self.dirs['unified']}/cpu.max", f"{CFS_PERIOD_US} {CFS_PERIOD_US}")
+        if self.version == "v2":  # a low weight against the web server
             _write(f"{self.dirs['unified']}/cpu.weight", JOB_CPU_WEIGHT)
-        if "cpu" in self.dirs:  # one core at most per job, so one learner cannot starve the others
+        if "cpu" in self.dirs:
             _write(f"{self.dirs['cpu']}/cpu.cfs_period_us", CFS_PERIOD_US)
-            _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", CFS_PERIOD_US)
             _write(f"{self.dirs['cpu']}/cpu.shares", JOB_CPU_SHARES)
+        self.set_cores(1)
+
+    def set_cores(self, copies: int) -> None:
+        """Let the job use `copies` cores at most (cpu.max): one per copy of the learner's program it runs at once.
+
+        A graded job whose checks name other machines runs one copy per machine beside the graded run
+        (app/harness/elsewhere.py); on one core they took turns and the verdict waited for their sum. The cap stays
+        per copy, so one learner still cannot starve the others: every copy is the same program, under the same
+        memory, pids, wall-clock and CPU-seconds limits of the one job, and the parent's cap bounds all jobs."""
+        quota = max(1, copies) * CFS_PERIOD_US
+        if self.max_quota_us is not None:
+            quota = max(MIN_QUOTA_US, min(quota, self.max_quota_us))
+        if self.version == "v2":
+            _write(f"{self.dirs['unified']}/cpu.max", f"{quota} {CFS_PERIOD_US}")
+        elif "cpu" in self.dirs:
+            _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", quota)
 
     def allow_only(self, devices: list[tuple[int, int]]) -> None:
         """v1 devices controller: refuse every device, then allow read/write (no mknod) on these char devices."""
@@ -293,6 +373,19 @@ class JobCgroup:
         except OSError:
             return False
         return any(line.split()[:1] == ["max"] and int(line.split()[1]) > 0 for line in text.splitlines())
+
+    def try_remove(self) -> bool:
+        """Remove the job's directories once, without waiting; return whether none is left (a group whose last
+        processes are still exiting stays, for a later try)."""
+        gone = True
+        for d in self.dirs.values():
+            try:
+                os.rmdir(d)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                gone = False
+        return gone
 
     def remove(self) -> None:
         """Remove the job's directories (sweep first); retry briefly while the kernel finishes exits."""

@@ -88,9 +88,9 @@ class Context:
 
 @dataclass
 class ChildProcess:
-    """The server's view of one forked child."""
+    """The server's view of one forked child (pid None until the zygote has answered: zygote.py)."""
 
-    pid: int
+    pid: int | None
     slot: int
     limits: object
     cgroup: object | None
@@ -102,12 +102,15 @@ class ChildProcess:
     warm: warmmod.Warm | None = None  # set for the spawn-then-isolate pool's children
     net: str | None = None  # LOOPBACK or RANKS: a job with its own loopback (jobqueue.network_of)
     pids_seen: set[int] = field(default_factory=set)  # the job's pids, for the GPU slot's release check
+    setup_out: bytearray = field(default_factory=bytearray)  # what it printed before it was given a job
+    kill_asked: bool = False  # killed before the zygote said its pid: killed when the pid comes
 
 
 def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: str | None = None,
           isolate: bool = True, userns: bool = False) -> ChildProcess:
     """Have the zygote fork a child that isolates itself (warm: warms up first) and waits for its payload; return
-    its pipes. The pipes are made here, in the server, and only their child ends travel to the zygote.
+    its pipes, without waiting for the fork (its pid comes later: zygote.py). The pipes are made here, in the
+    server, and only their child ends travel to the zygote, so a job can be handed over before its child exists.
 
     net: LOOPBACK or RANKS, the child is made for a job with its own loopback (see _isolate)."""
     out_r, out_w = os.pipe()
@@ -120,13 +123,17 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
                "cgroup": cgroup.to_dict() if cgroup is not None else None,
                "warm": warm.to_dict() if warm is not None else None}
     try:
-        pid = zygote.fork_child(request, [out_w, err_w, pay_r, rep_w, st_w])
+        zygote.request_child(request, [out_w, err_w, pay_r, rep_w, st_w])
+    except BaseException:
+        for fd in (out_r, err_r, rep_r, pay_w, st_r):
+            os.close(fd)
+        raise
     finally:
         for fd in (out_w, err_w, rep_w, pay_r, st_w):
             os.close(fd)
     for fd in (out_r, err_r, rep_r, st_r):
         os.set_blocking(fd, False)
-    return ChildProcess(pid, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm, net=net)
+    return ChildProcess(None, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm, net=net)
 
 
 def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) -> None:

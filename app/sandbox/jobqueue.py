@@ -49,6 +49,15 @@ def ranks_of(payload: dict) -> int:
         return 1
 
 
+def copies_of(payload: dict, real_gpu: bool = False) -> int:
+    """How many copies of the learner's program a job runs at once: a graded job runs one more per other machine
+    its checks name (`elsewhere`, app/harness/elsewhere.py), except on a real GPU, which cannot be hidden from
+    the program (nothing is forked there); 1 for every other job."""
+    grade = payload.get("grade")
+    others = grade.get("elsewhere") if isinstance(grade, dict) and payload.get("mode") == "grade" else None
+    return 1 + len(others) if isinstance(others, list) and not real_gpu else 1
+
+
 class JobQueue:
     """Waiting jobs, children made for them, and the hand-over of a job to a child."""
 
@@ -67,10 +76,15 @@ class JobQueue:
         slot = self._new_uid_slot()
         devices = self.base_devices + [gpus.device_numbers(src) for src, _ in (warm.devices() if warm else ())]
         cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
-        proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
-                              userns=self.ctx.userns)
-        self.children[proc.pid] = proc
-        self.setup_out[proc.pid] = bytearray()
+        try:
+            proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
+                                  userns=self.ctx.userns)
+        except BaseException:
+            self.uid_slots.discard(slot)
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        self.starting.append(proc)  # its pid comes later (ForkServer.reap): the server does not wait for the fork
         for fd, kind in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (proc.report, "report"),
                          (proc.status, "status")):
             self.sel.register(fd, selectors.EVENT_READ, (kind, proc))
@@ -80,7 +94,7 @@ class JobQueue:
 
     def setup_text(self, proc) -> str:
         """Return what a child printed before it was given a job (its setup failure, if any)."""
-        return bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace").strip()
+        return bytes(proc.setup_out).decode(errors="replace").strip()
 
     def refill_pools(self) -> None:
         """Prepare the children the pools keep waiting, unless the server refuses to run code or is closing."""
@@ -136,6 +150,12 @@ class JobQueue:
                 except OSError as exc:
                     log(f"could not apply job {job_id}'s limits to its warm child: {exc}")
             proc.limits = limits
+        copies = copies_of(payload, real_gpu=proc.warm is not None and proc.warm.gpu is not None)
+        if proc.cgroup is not None and copies > 1:  # one core per copy (JobCgroup.set_cores), before it starts
+            try:
+                proc.cgroup.set_cores(copies)
+            except OSError as exc:
+                log(f"could not give job {job_id} a core per copy of its program: {exc}")
         job = RunningJob(job_id, proc, self.send, key=key)
         job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
         proc.job = job

@@ -79,9 +79,10 @@ class PreforkPool:
     def refill(self, hold: bool = False) -> None:
         """Keep `size` isolated children waiting for code (default limits only).
 
-        hold: a job was just handed over. Then only an empty pool is refilled: the server waits for the zygote's
-        fork (it copies the page tables of torch's heap: 5 ms idle, 60 ms on a loaded host) and reads no pipe
-        meanwhile, so a refill started beside a short job held back that job's result by as long."""
+        hold: a job was just handed over. Then only an empty pool is refilled: the server no longer waits for the
+        zygote's fork (zygote.py), but the fork (it copies the page tables of torch's heap: 5 ms idle, 60 ms on a
+        loaded host), the new child's isolation and its cgroups' creation take CPU from a short job that has just
+        started, on a host with few cores."""
         if hold and self.waiting:
             return
         while len(self.waiting) < self.size and self.failures < MAX_FAILURES:

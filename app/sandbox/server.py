@@ -45,6 +45,14 @@ CPU_POLL_S = 0.1
 READ_CHUNK = 1 << 16
 # bytes kept of what a child printed before it was given a job (a setup failure's words)
 SETUP_OUT_MAX = 64 << 10
+# seconds between two tries at removing a finished job's cgroups while the server has work (see retire)
+RETIRE_POLL_S = 0.005
+# finished children's cgroups kept for a quiet moment at most; past this many they are removed at once
+RETIRE_BACKLOG = 4
+# seconds after which a finished job's cgroups that still hold processes are logged (once), and then tried only
+# every RETIRE_SLOW_S: a process stuck in the kernel must not keep the server waking 200 times a second
+RETIRE_WARN_S = 5.0
+RETIRE_SLOW_S = 1.0
 # a job whose bytes could not be read or passed on (see _fail_job): the job alone ends with this
 UNREADABLE = ("the grader could not read this run's report; this is not your code's fault if it ran normally: "
               "run it again")
@@ -63,13 +71,16 @@ class ForkServer(JobQueue):
         self.gpu_refuse: str | None = None  # why GPU slots were asked for but cannot be used
         self.waiting: deque = deque()  # (job id, payload, limits, pool): jobs waiting for a ready child
         self.children: dict[int, object] = {}  # outer child pid -> ChildProcess
+        self.starting: deque = deque()  # ChildProcesses asked of the zygote whose pid has not come yet, in order
+        # finished children's cgroups still to remove, with their uid slot and when they finished (see retire)
+        self.retiring: list[tuple[object, int, float]] = []
         self.jobs: dict[str, RunningJob] = {}
         self.uid_slots: set[int] = set()
         self.refuse: str | None = None
         self.info: dict = {}
-        self.setup_out: dict[int, bytearray] = {}
         self.closing = False
         self.zygote: Zygote | None = None
+        self.zygote_gone = False  # its socket closed: no pid or fate will come any more
         self._wake_r = self._wake_w = -1
 
     # ------------------------------------------------------------------ preparation
@@ -81,6 +92,8 @@ class ForkServer(JobQueue):
         started = time.monotonic()
         info = startup.warm_up(gpu=bool(self.config.get("gpu_slots")))
         import app.harness as harness  # before forking: children cannot read project files
+
+        harness.load()
         from app.harness.tracing.placement import measure_dispatch
 
         info["dispatch_us"] = round(measure_dispatch() * 1e6, 2)  # once here, not in each job (clock.DISPATCH_S)
@@ -94,7 +107,7 @@ class ForkServer(JobQueue):
         userns = not root and not self.config.get("no_userns") and isolation.userns_available()
         unsafe = bool(self.config.get("unsafe_dev"))
         seccomp_ok, seccomp_why = isolation.seccomp_available()
-        self.cgroups = CgroupManager() if root else None
+        self.cgroups = CgroupManager(float(self.config.get("cpu_reserve") or 0)) if root else None
         startup.remove_stale_staging(tempfile.gettempdir())
         self.staging = tempfile.mkdtemp(prefix=f"{startup.STAGING_PREFIX}{os.getpid()}-")
         os.chmod(self.staging, 0o755)
@@ -174,7 +187,9 @@ class ForkServer(JobQueue):
 
     def _kill_proc(self, proc) -> None:
         try:
-            if self.ctx.isolate:
+            if proc.pid is None:  # not forked yet: killed as soon as its pid comes (_forked)
+                proc.kill_asked = True
+            elif self.ctx.isolate:
                 os.kill(proc.pid, signal.SIGKILL)  # the job process is killed with its pid namespace
             else:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -207,7 +222,7 @@ class ForkServer(JobQueue):
         job = proc.job
         if job is None:
             if kind != "status":
-                self.setup_out[proc.pid] += data[: max(0, SETUP_OUT_MAX - len(self.setup_out[proc.pid]))]
+                proc.setup_out += data[: max(0, SETUP_OUT_MAX - len(proc.setup_out))]
             return True
         try:
             self._on_job_bytes(kind, proc, job, data)
@@ -278,9 +293,14 @@ class ForkServer(JobQueue):
                 self.closing = True
         if self.zygote is None:
             return
-        if not self.zygote.collect() and not self.closing:
+        if not self.zygote.collect():
+            self.zygote_gone = True
+        if self.zygote_gone and not self.closing:
             log("the zygote closed its socket; stopping, so that the runner starts a fresh server")
             self.closing = True
+        forked, self.zygote.forked = self.zygote.forked, []
+        for pid, error in forked:  # before the fates: a child's pid comes before its exit
+            self._forked(self.starting.popleft(), pid, error)
         exits, self.zygote.exits = self.zygote.exits, []
         for pid, status, cpu_s in exits:
             proc = self.children.pop(pid, None)
@@ -288,10 +308,23 @@ class ForkServer(JobQueue):
                 proc.cpu_s = cpu_s  # the outer child waited for the job process: the job's CPU time included
                 self.finish(proc, status)
 
+    def _forked(self, proc, pid: int | None, error: str | None) -> None:
+        """The zygote answered a request (spawn_child): the child's pid, or why it could not fork it."""
+        if pid is None:
+            log(f"the zygote could not fork a child: {error}")
+            proc.setup_out += f"the sandbox's zygote could not fork a child: {error}\n".encode()
+            self.finish(proc, childmod.SETUP_FAILED << 8)
+            return
+        proc.pid = pid
+        self.children[pid] = proc
+        if proc.kill_asked or self.closing:
+            self._kill_proc(proc)
+
     def finish(self, proc, status: int) -> None:
-        """The outer child exited: kill stragglers, send the result if not sent yet, clean up."""
+        """The outer child exited: kill stragglers, send the result if not sent yet, clean up (its cgroups and uid
+        slot once its processes are gone: retire)."""
         if proc.cgroup is not None:
-            proc.cgroup.sweep()
+            proc.cgroup.signal_all()
         if proc.job is None and not self.closing:  # a waiting child died before getting work
             log(f"pre-forked child {proc.pid} exited early (status {status}): {self.setup_text(proc)[-300:]}")
         elif proc.job is not None and proc.job.status is None:
@@ -306,10 +339,27 @@ class ForkServer(JobQueue):
             os.close(fd)
         if proc.payload is not None:
             os.close(proc.payload)
-        self.setup_out.pop(proc.pid, None)
-        if proc.cgroup is not None:
-            proc.cgroup.remove()
-        self.uid_slots.discard(proc.slot)
+        if proc.cgroup is None:
+            self.uid_slots.discard(proc.slot)
+        else:  # removed after this round's results are out, not before (retire); the uid waits for it
+            self.retiring.append((proc.cgroup, proc.slot, time.monotonic()))
+
+    def retire(self) -> None:
+        """Remove the cgroups of finished children whose processes are all gone, and free their uid slots; SIGKILL
+        what is left in the others (a job's stragglers) and try again on a later step. No uid is reused while a
+        process of the job that had it may still run."""
+        now = time.monotonic()
+        left = []
+        for cgroup, slot, since in self.retiring:
+            if not cgroup.pids() and cgroup.try_remove():
+                self.uid_slots.discard(slot)
+                continue
+            cgroup.signal_all()
+            if since is not None and now - since > RETIRE_WARN_S:
+                log(f"a finished job's cgroups still hold processes {cgroup.pids()} after {RETIRE_WARN_S:g} s")
+                since = None
+            left.append((cgroup, slot, since))
+        self.retiring = left
 
     def complete(self, proc, status: int) -> None:
         """The job's process ended (or said it is ending) with this wait status: drain output, send the result."""
@@ -323,7 +373,7 @@ class ForkServer(JobQueue):
         job.cpu_s = job.cpu_used() if cg is not None else getattr(proc, "cpu_s", None)
         setup_error = None
         if not proc.ready:
-            setup = bytes(self.setup_out.get(proc.pid, b"")).decode(errors="replace")
+            setup = bytes(proc.setup_out).decode(errors="replace")
             setup_error = "the sandbox could not start the job: " + (
                 ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
         try:
@@ -377,7 +427,11 @@ class ForkServer(JobQueue):
         if self.jobs or self.waiting:
             nearest = min(live, default=time.monotonic() + CPU_POLL_S) - time.monotonic()
             timeout = max(0.0, min(CPU_POLL_S, nearest))
-        for key, _ in self.sel.select(timeout):
+        if self.retiring:
+            poll = RETIRE_POLL_S if any(since is not None for *_, since in self.retiring) else RETIRE_SLOW_S
+            timeout = poll if timeout is None else min(timeout, poll)
+        events = self.sel.select(timeout)
+        for key, _ in events:
             if self.sel.get_map().get(key.fd) is not key:
                 continue  # unregistered by an earlier handler in this round (a job completed)
             kind, obj = key.data
@@ -392,6 +446,8 @@ class ForkServer(JobQueue):
                 self.on_pipe(kind, obj)
         self.reap()
         self.check_limits()
+        if self.retiring and (not events or len(self.retiring) > RETIRE_BACKLOG):
+            self.retire()  # at a quiet moment (nothing was waiting to be read or sent), or when they pile up
 
     def install_wakeup(self) -> None:
         """Turn SIGCHLD into a readable pipe so the selector wakes when a job exits."""
@@ -423,9 +479,16 @@ class ForkServer(JobQueue):
             self._kill_proc(proc)
         deadline = time.monotonic() + 5
         self.send = lambda msg: None  # type: ignore[method-assign]  # the runner is gone
-        while self.children and time.monotonic() < deadline:
+        while (self.children or (self.starting and not self.zygote_gone)) and time.monotonic() < deadline:
             self.reap()
             time.sleep(0.01)
+        for proc in list(self.starting):  # the zygote went before it forked them: only their pipes and groups
+            self.finish(proc, childmod.SETUP_FAILED << 8)
+        self.starting.clear()
+        for cgroup, slot, _since in self.retiring:
+            cgroup.sweep()
+            cgroup.remove()
+        self.retiring = []
         if self.zygote is not None:
             self.zygote.stop()
         if self.cgroups:

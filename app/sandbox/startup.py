@@ -130,6 +130,8 @@ def describe(ctx, cgroups, config: dict, defaults, prefork: int, refuse: str | N
         },
         "cgroup_version": cgroups.version if cgroups else "none",
         "cgroup_note": (cgroups.reason if cgroups else "not root: cgroups unavailable").strip(),
+        # cores all jobs together may use (COURSE_SANDBOX_CPU_RESERVE less than the host's); None: no cap
+        "jobs_cpu_cores": cgroups.jobs_cores() if cgroups else None,
         "seccomp_note": seccomp_why,
         "root_dirs": ctx.plan.dirs,
         "uid_base": ctx.uid_base,

@@ -10,7 +10,10 @@ context built), and before its first job, it forks this zygote, which then does 
     zygote -> server   one datagram: {"pid": N} (or {"error": text})
 
 For each request it forks the outer child (child.py) at once and answers with its pid; it reaps its children
-and passes each one's fate on to the server, which finishes the job exactly as before:
+and passes each one's fate on to the server, which finishes the job exactly as before. The server does not wait
+for the answer: the fork copies the page tables of torch's heap (milliseconds, tens of them on a loaded host),
+and meanwhile the server goes on reading its jobs' pipes and sending their results. Answers come in the order of
+the requests (the zygote handles one at a time), and a child's pid always comes before its fate:
 
     zygote -> server   {"exit": pid, "status": wait status, "cpu_s": CPU seconds of the child and its job}
 
@@ -46,6 +49,8 @@ class Zygote:
     def __init__(self, pid: int, sock: socket.socket) -> None:
         self.pid, self.sock = pid, sock
         self.exits: list[tuple[int, int, float]] = []  # (pid, wait status, CPU seconds) not yet handled
+        # answers to requests, in the order the requests were sent: (pid, None) or (None, why it failed)
+        self.forked: list[tuple[int | None, str | None]] = []
 
     @classmethod
     def start(cls, ctx) -> "Zygote":
@@ -60,21 +65,14 @@ class Zygote:
         theirs.close()
         return cls(pid, ours)
 
-    def fork_child(self, request: dict, fds: list[int]) -> int:
-        """Have the zygote fork one outer child for this request with these pipe ends; return its pid."""
+    def request_child(self, request: dict, fds: list[int]) -> None:
+        """Ask the zygote to fork one outer child for this request with these pipe ends; do not wait: its pid (or
+        why it failed) is read later, in collect(), into `forked`."""
         socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
-        while True:
-            reply = self._receive(block=True)
-            if reply is None:
-                raise RuntimeError("the sandbox's zygote is gone")
-            if "exit" not in reply:
-                break
-        if "pid" not in reply:
-            raise RuntimeError(f"the sandbox's zygote could not fork a child: {reply.get('error')}")
-        return int(reply["pid"])
 
     def collect(self) -> bool:
-        """Read every fate the zygote sent (the selector saw its socket readable); False once it is gone."""
+        """Read every answer and fate the zygote sent (the selector saw its socket readable); False once it is
+        gone."""
         while True:
             try:
                 reply = self._receive(block=False)
@@ -90,6 +88,10 @@ class Zygote:
         reply = json.loads(data)
         if "exit" in reply:
             self.exits.append((int(reply["exit"]), int(reply["status"]), float(reply["cpu_s"])))
+        elif "pid" in reply:
+            self.forked.append((int(reply["pid"]), None))
+        else:
+            self.forked.append((None, str(reply.get("error"))))
         return reply
 
     def stop(self) -> None:

@@ -216,15 +216,18 @@ class LiveHub:
         """Store a submission and its verdict as a run does, then roll it all back: nothing stays.
 
         SQLAlchemy compiles each statement on its first use (tens of ms here), which the first learner's
-        submission would otherwise pay; the server's warm-up (app/web/readiness.py) calls this once.
+        submission would otherwise pay: the reads its routes make too (the remembered machine, the submission
+        read back by its event stream). The server's warm-up (app/web/readiness.py) calls this once.
         """
         with self.db.session(write=True) as session:
             transaction = session.begin()
             try:
+                progress.remembered_machine(session, learner_id=REHEARSAL_LEARNER)  # the submit route's pick
                 submission = progress.record_submission(session, learner_id=REHEARSAL_LEARNER,
                                                         exercise_slug=exercise_slug, code=code)
                 progress.start_submission(session, submission_id=submission.id)
                 session.flush()
+                progress.get_submission(session, submission.id)  # the event stream's check of its owner
                 stored = finish(session, submission_id=submission.id, verdict=verdict)
                 verdict_json(stored.submission if stored else submission)
             finally:

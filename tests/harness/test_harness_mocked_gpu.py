@@ -16,6 +16,7 @@ from app.harness.contract import DEFAULT_HOST
 DRIVER = """
 import json, os, sys
 import app.harness as harness
+harness.load()
 payload = json.loads(sys.stdin.read())
 code = harness.main(payload, int(sys.argv[1]), request_key=lambda: "n0")  # the fork server's part, here
 sys.exit(code)

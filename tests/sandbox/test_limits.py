@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from app.runner import Job, Rejected
@@ -60,6 +64,35 @@ def test_pids(sandbox):
     r = sandbox.run_code(code, pids=8)
     assert (r.status, r.limit_hit) == ("limit", "pids")
     assert "refused after" in r.stdout and "process/thread limit of 8" in r.stderr
+
+
+def _job_groups(server_pid: int) -> list[Path]:
+    """The job groups under the fork server's own pids group (cgroup v1), [] where it has none."""
+    mounts = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[:1] == ["cgroup"] and "pids" in right.split()[2].split(","):
+            mounts["pids"] = left.split()[4]
+    if "pids" not in mounts:
+        return []
+    return sorted(Path(mounts["pids"]).rglob(f"course-sbx-{server_pid}-*/job-*"))
+
+
+def test_a_finished_jobs_groups_are_removed_after_its_result(sandbox):
+    """The server removes a job's cgroups once its result is out (ForkServer.retire), its stragglers killed first:
+    soon after a job that left processes behind, every job group left belongs to a live (waiting) child."""
+    if os.getuid() != 0 or not _job_groups(sandbox.runner.server_pid):
+        pytest.skip("needs root and the cgroup v1 pids controller")
+    code = "import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        time.sleep(30)\nprint('left')"
+    for _ in range(3):
+        assert sandbox.run_code(code).stdout.count("left") == 1
+    deadline = time.monotonic() + 10
+    while True:
+        empty = [g for g in _job_groups(sandbox.runner.server_pid) if not (g / "cgroup.procs").read_text().split()]
+        if not empty or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not empty, f"groups of finished jobs were left behind: {empty}"
 
 
 def test_source_size_is_rejected_before_running(sandbox):

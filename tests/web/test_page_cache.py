@@ -46,3 +46,28 @@ def test_a_returning_learner_sees_their_own_state_not_the_shared_page(make_clien
     mine = learner.get(LESSON).text
     assert _token(mine) == learner.headers["X-CSRF-Token"]
     assert mine != shared.replace(_token(shared), learner.headers["X-CSRF-Token"])
+
+
+def test_the_cached_answer_carries_what_the_rendered_one_does(make_client):
+    rendered = make_client(csrf=False).get(LESSON)  # nothing cached yet: the route renders it
+    visitor = make_client(csrf=False)
+    cached = visitor.get(LESSON)  # no session cookie: answered from the cache before the rest of the stack
+    assert rendered.status_code == cached.status_code == 200
+    assert [name for name, _ in rendered.headers.multi_items()] == [name for name, _ in cached.headers.multi_items()]
+    for name in ("vary", "x-frame-options", "permissions-policy", "content-type"):
+        assert rendered.headers[name] == cached.headers[name]
+    cookie_flags = lambda r: r.headers["set-cookie"].split(";", 1)[1]  # noqa: E731
+    assert cookie_flags(rendered) == cookie_flags(cached)
+    # the cookie holds the session the identity middleware reads: the page's token works for a state change
+    read = visitor.post("/api/lessons/cpu-gpu-border/read", headers={"X-CSRF-Token": _token(cached.text)})
+    assert read.status_code == 200, read.text
+
+
+def test_a_visitor_with_an_unreadable_cookie_gets_the_page_and_a_new_session(make_client):
+    make_client(csrf=False).get(LESSON)
+    visitor = make_client(csrf=False)
+    visitor.cookies.set("course_session", "not-a-signed-value")
+    page = visitor.get(LESSON)  # a Cookie header: the route serves it, from the same cache
+    assert page.status_code == 200 and "course_session" in page.headers["set-cookie"]
+    read = visitor.post("/api/lessons/cpu-gpu-border/read", headers={"X-CSRF-Token": _token(page.text)})
+    assert read.status_code == 200, read.text

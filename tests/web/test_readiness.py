@@ -7,11 +7,14 @@ start. No wall-clock threshold here: bench/first_job.py measures what the first 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 
 import httpx
 import pytest
 
+from app.core.config import ROOT
 from tests.support.clients import Learner, solutions
 from tests.support.servers import site_server
 
@@ -55,3 +58,11 @@ def test_readyz_says_warming_then_ready_and_the_first_job_is_warm(tmp_path):
 
         after = httpx.get(base + "/readyz", timeout=10).json()
         assert after["cold_starts"] == 0, after  # the learner's job did not wait for a sandbox server to start
+
+
+def test_the_web_process_does_not_import_torch():
+    # it runs no job: torch (and torch._dynamo, which the harness's wording warm-up pulls in) is the fork server's
+    code = ("import sys\nimport app.main, app.grading.grader, app.submissions.live, app.submissions.views\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout[:500]

@@ -38,9 +38,10 @@ POOLS = ("small_pool", "large_pool")
 STAT_KEYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
              "active_bytes", "inactive_split_bytes", "requested_bytes")
 _ORDER = itertools.count()
-# the figures every malloc raises and every free lowers, in this order: a block, its bytes, an active block, its
-# bytes, the bytes asked for
-_BLOCK_KEYS = ("allocation", "allocated_bytes", "active", "active_bytes", "requested_bytes")
+# the figures every malloc raises and every free lowers: a block, its bytes, an active block, its bytes, the bytes
+# asked for. The active ones move with the allocated ones, always by the same amounts (a block is active exactly
+# while it is allocated): one Stat object serves both names, so a malloc or free moves it once
+_SAME_AS = {"active": "allocation", "active_bytes": "allocated_bytes"}
 
 
 def round_size(size: int) -> int:
@@ -132,9 +133,18 @@ class Allocator:
         self.free_blocks = {pool: [] for pool in POOLS}  # sorted (size, order, block)
         self.segments: list[Segment] = []
         self.stats = {key: {pool: Stat() for pool in ("all", *POOLS)} for key in STAT_KEYS}
-        # per pool, the (all, pool) Stat pairs a malloc and a free move together (looked up once, not per call)
-        self._block_stats = {pool: [(self.stats[key]["all"], self.stats[key][pool]) for key in _BLOCK_KEYS]
+        for key, same in _SAME_AS.items():
+            self.stats[key] = self.stats[same]
+        # per pool, the Stats a malloc and a free move (all's and the pool's; looked up once, not per call): a
+        # block (allocation, active), its bytes (allocated_bytes, active_bytes), the bytes asked for
+        self._block_stats = {pool: tuple(self.stats[key][p] for key in ("allocation", "allocated_bytes",
+                                                                      "requested_bytes") for p in ("all", pool))
                              for pool in POOLS}
+        # ... and the (all, pool) pairs of inactive_split and inactive_split_bytes, which every split block's
+        # caching and reuse move
+        self._split_stats = {pool: ((self.stats["inactive_split"]["all"], self.stats["inactive_split"][pool]),
+                                    (self.stats["inactive_split_bytes"]["all"],
+                                     self.stats["inactive_split_bytes"][pool])) for pool in POOLS}
         self.counters = {"num_alloc_retries": 0, "num_ooms": 0, "num_sync_all_streams": 0, "num_device_alloc": 0,
                          "num_device_free": 0}
 
@@ -172,17 +182,38 @@ class Allocator:
     def malloc(self, nbytes: int) -> Block:
         """Hand out a block for a request of nbytes, as DeviceCachingAllocator::malloc; OutOfMemoryError when
         the card cannot hold it."""
-        size = round_size(nbytes)
+        size = K_MIN_BLOCK if nbytes < K_MIN_BLOCK else -(-nbytes // K_MIN_BLOCK) * K_MIN_BLOCK  # round_size
         pool = "small_pool" if size <= K_SMALL_SIZE else "large_pool"
         block = self._cached(pool, size) or self._new_segment(pool, size, nbytes)
         block = self._split(block, size, pool)
         block.allocated, block.requested = True, nbytes
-        for pair, amount in zip(self._block_stats[pool], (1, block.size, 1, block.size, nbytes)):
-            for stat in pair:  # Stat.up, written out
-                stat.current += amount
-                if stat.current > stat.peak:
-                    stat.peak = stat.current
-                stat.allocated += amount
+        size = block.size
+        # Stat.up of each, written out (every simulated GPU tensor comes here)
+        count, pool_count, block_bytes, pool_nbytes, asked, pool_asked = self._block_stats[pool]
+        count.current += 1
+        if count.current > count.peak:
+            count.peak = count.current
+        count.allocated += 1
+        pool_count.current += 1
+        if pool_count.current > pool_count.peak:
+            pool_count.peak = pool_count.current
+        pool_count.allocated += 1
+        block_bytes.current += size
+        if block_bytes.current > block_bytes.peak:
+            block_bytes.peak = block_bytes.current
+        block_bytes.allocated += size
+        pool_nbytes.current += size
+        if pool_nbytes.current > pool_nbytes.peak:
+            pool_nbytes.peak = pool_nbytes.current
+        pool_nbytes.allocated += size
+        asked.current += nbytes
+        if asked.current > asked.peak:
+            asked.peak = asked.current
+        asked.allocated += nbytes
+        pool_asked.current += nbytes
+        if pool_asked.current > pool_asked.peak:
+            pool_asked.peak = pool_asked.current
+        pool_asked.allocated += nbytes
         return block
 
     def check(self, nbytes: int) -> None:
@@ -204,10 +235,21 @@ class Allocator:
             return
         pool = block.segment.pool
         block.allocated = False
-        for pair, amount in zip(self._block_stats[pool], (1, block.size, 1, block.size, block.requested)):
-            for stat in pair:  # Stat.down, written out
-                stat.current -= amount
-                stat.freed += amount
+        size, requested = block.size, block.requested
+        # Stat.down of each, written out
+        count, pool_count, nbytes, pool_nbytes, asked, pool_asked = self._block_stats[pool]
+        count.current -= 1
+        count.freed += 1
+        pool_count.current -= 1
+        pool_count.freed += 1
+        nbytes.current -= size
+        nbytes.freed += size
+        pool_nbytes.current -= size
+        pool_nbytes.freed += size
+        asked.current -= requested
+        asked.freed += requested
+        pool_asked.current -= requested
+        pool_asked.freed += requested
         self._insert_free(self._merge(block))
 
     def release_cached(self) -> None:
@@ -232,8 +274,7 @@ class Allocator:
             return None
         block = blocks.pop(i)[2]
         if block.segment.blocks and len(block.segment.blocks) > 1:
-            self._stat("inactive_split", pool, -1)
-            self._stat("inactive_split_bytes", pool, -block.size)
+            self._split_down(pool, block.size)
         return block
 
     def _room(self, alloc: int) -> bool:
@@ -290,9 +331,25 @@ class Allocator:
         pool = block.segment.pool
         block.order = next(_ORDER)
         bisect.insort(self.free_blocks[pool], (block.size, block.order, block))
-        if len(block.segment.blocks) > 1:
-            self._stat("inactive_split", pool, 1)
-            self._stat("inactive_split_bytes", pool, block.size)
+        if len(block.segment.blocks) > 1:  # _stat("inactive_split", pool, 1) and its bytes, written out
+            (count, pool_count), (nbytes, pool_nbytes) = self._split_stats[pool]
+            size = block.size
+            count.current += 1
+            if count.current > count.peak:
+                count.peak = count.current
+            count.allocated += 1
+            pool_count.current += 1
+            if pool_count.current > pool_count.peak:
+                pool_count.peak = pool_count.current
+            pool_count.allocated += 1
+            nbytes.current += size
+            if nbytes.current > nbytes.peak:
+                nbytes.peak = nbytes.current
+            nbytes.allocated += size
+            pool_nbytes.current += size
+            if pool_nbytes.current > pool_nbytes.peak:
+                pool_nbytes.peak = pool_nbytes.current
+            pool_nbytes.allocated += size
 
     def _remove_free(self, block: Block) -> None:
         pool = block.segment.pool
@@ -301,8 +358,19 @@ class Allocator:
         if i < len(blocks) and blocks[i][2] is block:
             blocks.pop(i)
             if len(block.segment.blocks) > 1:
-                self._stat("inactive_split", pool, -1)
-                self._stat("inactive_split_bytes", pool, -block.size)
+                self._split_down(pool, block.size)
+
+    def _split_down(self, pool: str, amount: int) -> None:
+        """_stat("inactive_split", pool, -1) and _stat("inactive_split_bytes", pool, -amount), written out."""
+        (count, pool_count), (nbytes, pool_nbytes) = self._split_stats[pool]
+        count.current -= 1
+        count.freed += 1
+        pool_count.current -= 1
+        pool_count.freed += 1
+        nbytes.current -= amount
+        nbytes.freed += amount
+        pool_nbytes.current -= amount
+        pool_nbytes.freed += amount
 
     def _out_of_memory(self, alloc: int):
         """Raise torch.OutOfMemoryError with the caching allocator's own message (DeviceCachingAllocator::malloc)."""

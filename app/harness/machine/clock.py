@@ -230,7 +230,6 @@ class DeviceClock:
 
     def reset(self) -> None:
         self.count = 0  # host waits for the GPU (syncs)
-        self.emulated = 0.0  # wall seconds the host spent emulating device work (what the emulation costs)
         self.added = 0.0  # modeled seconds added to the host: launches, waits, sync costs
         self.host = 0.0  # the host's modeled time (seconds since the job's start), what the program's clocks read
         self.streams: dict[tuple[str, int], Stream] = {}
@@ -305,22 +304,22 @@ class DeviceClock:
         self._touched = False
         self._commit(GAP_FLOOR_S)
         self.call += 1
-        self._anchor()
-        return REAL_PERF()
+        if self.recording is not None:
+            self._anchor()
+        return True
 
     def leave(self, started) -> None:
         """End of a traced call: if it did device work its time was emulation, which the program does not see;
-        otherwise it was the host's own work."""
-        if started is not None:
+        otherwise it was the host's own work (it shows once it adds up past the floor: the next device call or
+        clock read says)."""
+        if started is None:
+            self._depth -= 1
+            return
+        if self.recording is not None:
             self._anchor()  # the call's end, while it still counts as inside it
         self._depth -= 1
-        if started is None:
-            return
         if self._touched:
-            self.emulated += REAL_PERF() - started
             self._cpu_mark = _cpu()
-        else:  # host work: it shows once it adds up past the floor (the next device call or clock read says)
-            pass
 
     def touch(self) -> None:
         """The traced call under way is the simulation's work (device work or its bookkeeping)."""

@@ -56,6 +56,7 @@ class Memory:
         self._ptrs: dict[int, int] = {}  # host data_ptr of a storage with values -> its key (torch.save's tags)
         self.host_bytes = 0  # bytes of host memory the tracked storages with values take
         self.expandable: bool | None = None  # expandable_segments, once the program set it itself
+        self._on_drop = self._dropped  # the weak references' callback, bound once (one per tracked tensor)
 
     @property
     def stats(self) -> dict[int, Allocator]:
@@ -100,7 +101,7 @@ class Memory:
                 self._ptrs[ptr] = key
             self.host_bytes += entry[5]
         entry[2] += 1
-        ref = _Ref(t, self._dropped)
+        ref = _Ref(t, self._on_drop)
         ref.key = key
         self._refs[id(ref)] = ref
         t.__dict__["_pt_mem"] = (key, id(ref))
@@ -137,7 +138,7 @@ class Memory:
             if entry[4]:
                 self._ptrs.pop(entry[4], None)
             self.host_bytes -= entry[5]
-            self.device(entry[0]).free(entry[1])
+            self.allocators[entry[0]].free(entry[1])  # made by the track() that counted it
 
     def label_of_storage(self, data_ptr: int) -> str | None:
         """The GPU a live storage sits on (for torch.save's location tags), or None for host memory."""

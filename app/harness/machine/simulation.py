@@ -59,6 +59,24 @@ def tensors_in(obj, out: list | None = None) -> list[torch.Tensor]:
     return out
 
 
+def call_tensors(args, kwargs) -> list[torch.Tensor]:
+    """tensors_in((args, kwargs)), in the same order, with a call's usual arguments (tensors and scalars) looked at
+    here rather than one recursive call each: every traced call reads its tensors."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple, dict)):
+            tensors_in(a, out)
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, torch.Tensor):
+                out.append(a)
+            elif isinstance(a, (list, tuple, dict)):
+                tensors_in(a, out)
+    return out
+
+
 def _unpack_saved(t):
     return t
 
@@ -163,7 +181,7 @@ class Simulation:
         """Run an ordinary call that meets simulated GPU tensors: autocast casts and the GPU's random state. `ins`:
         the call's tensors, when the caller has them."""
         if ins is None:
-            ins = tensors_in((args, kwargs))
+            ins = call_tensors(args, kwargs)
         # past the job's budget for GPU tensors with values, results are kept without values too
         if dataless.any_dataless(ins):
             valueless = "derived"  # why its results have no values (dataless.mark)
@@ -174,7 +192,7 @@ class Simulation:
         kind = autocast.active()
         if kind and name in autocast.WATCHED:
             args, kwargs = autocast.cast_arguments(name, args, kwargs, self.on_accelerator, kind)
-            ins = tensors_in((args, kwargs))  # the cast tensors from here on
+            ins = call_tensors(args, kwargs)  # the cast tensors from here on
         if valueless:
             return dataless.run(func, name, args, kwargs, self.device_of, why=valueless)
         if name in RANDOM_WITH_GENERATOR or name in RANDOM_WITHOUT_GENERATOR:
@@ -186,7 +204,7 @@ class Simulation:
                 return self.mps.run(func, args, kwargs)  # ops without an MPS kernel fail (or fall back) here
             return func(*args, **kwargs)
         except RuntimeError as exc:  # a meta tensor torch made itself (a gradient) met one with values
-            if "meta" in str(exc) and any(_is_meta(t) for t in tensors_in((args, kwargs))):
+            if "meta" in str(exc) and any(_is_meta(t) for t in call_tensors(args, kwargs)):
                 return dataless.run(func, name, args, kwargs, self.device_of)
             raise
 
@@ -213,7 +231,7 @@ class Simulation:
         if name in MIXING_ALLOWED:
             return
         if tensors is None:
-            tensors = tensors_in((args, kwargs))
+            tensors = call_tensors(args, kwargs)
         labels = {t.__dict__.get("_pt_dev") for t in tensors} - {None}
         if not labels:
             return
@@ -227,7 +245,7 @@ class Simulation:
 
     def _record_mismatch(self, name, args, kwargs, message) -> None:
         frame = self.learner_frame()
-        tensors = [self.describe(t, frame) for t in tensors_in((args, kwargs))][:6]
+        tensors = [self.describe(t, frame) for t in call_tensors(args, kwargs)][:6]
         self.record("mismatch", line=frame.f_lineno if frame else None, op=name, message=message, tensors=tensors)
         self.lines.note(frame.f_lineno if frame else None, "mismatch",
                         " and ".join(sorted({t["device"] for t in tensors})),

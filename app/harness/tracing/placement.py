@@ -26,7 +26,7 @@ from app.harness.machine import cuda_streams, dataless
 from app.harness.machine.clock import CLOCK, NO_KERNEL, _cpu
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
-from app.harness.machine.simulation import Simulation, tensors_in
+from app.harness.machine.simulation import Simulation, call_tensors, tensors_in
 from app.harness.tracing.hooks import _PLUMBING, Hooks
 from app.harness.tracing.linemap import LineMap
 from app.harness.wording import wording
@@ -124,27 +124,39 @@ class Tracer(Hooks, Simulation):
                 kind = kinds[code] = self._frame_kind(code.co_filename, plumbing)
             if kind == _LEARNER:
                 return f
-            if direct and kind == _ELSEWHERE:
-                return None
+            if kind == _ELSEWHERE:
+                if direct:
+                    return None
+                return self._nearest_learner(f.f_back)
             f = f.f_back
         return None
 
-    def learner_frames(self, plumbing: tuple = _PLUMBING) -> tuple:
+    def _nearest_learner(self, f):
+        """The first frame of the learner's file from f up (what the walks above want once they have passed a frame
+        of a library: only the file matters from there)."""
+        learner = self.learner_file
+        while f is not None and f.f_code.co_filename != learner:
+            f = f.f_back
+        return f
+
+    def learner_frames(self, plumbing: tuple = _PLUMBING, start=None) -> tuple:
         """(learner_frame(direct=True), learner_frame()) in one walk up the stack: a device op inside a module's
-        forward needs both (the direct caller for its facts, the nearest learner line for its kernel)."""
+        forward needs both (the direct caller for its facts, the nearest learner line for its kernel). `start`: the
+        frame to begin with, past the harness's own frames the caller knows it is called from (default: the
+        caller's)."""
         kinds = self._frame_kinds.get(plumbing)
         if kinds is None:
             kinds = self._frame_kinds[plumbing] = {}
-        f, direct = sys._getframe(1), True
+        f = sys._getframe(1) if start is None else start
         while f is not None:
             code = f.f_code
             kind = kinds.get(code)
             if kind is None:
                 kind = kinds[code] = self._frame_kind(code.co_filename, plumbing)
             if kind == _LEARNER:
-                return (f if direct else None), f
+                return f, f
             if kind == _ELSEWHERE:
-                direct = False
+                return None, self._nearest_learner(f.f_back)
             f = f.f_back
         return None, None
 
@@ -237,7 +249,7 @@ class Tracer(Hooks, Simulation):
                 CLOCK.leave(started)
         frame, ins = self.learner_frame(direct=True), None
         if frame is not None:
-            ins = tensors_in((args, kwargs))  # once: counting, then propagating, read them
+            ins = call_tensors(args, kwargs)  # once: counting, then propagating, read them
             self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if self.simulated and name == "backward":
             out = self._traced_backward(func, args, kwargs)
@@ -255,9 +267,11 @@ class Tracer(Hooks, Simulation):
     def _on_clock(self, func, name, args, kwargs):
         """on_call on a simulated GPU with a clock (its real time is emulation when it did device work): the same
         work, and the call's kernel queued on the modeled timeline."""
-        frame, nearest = self.learner_frames()  # one walk: the direct caller's frame, and the nearest learner line
+        # one walk: the direct caller's frame, and the nearest learner line; from the frame that made the torch call
+        # (above this one, on_call and the mode's __torch_function__, which are the harness's)
+        frame, nearest = self.learner_frames(start=sys._getframe(3))
         line = nearest.f_lineno if nearest is not None else None
-        ins = tensors_in((args, kwargs))  # once: counting, the mixing check, propagating and the charge read them
+        ins = call_tensors(args, kwargs)  # once: counting, the mixing check, propagating and the charge read them
         if frame is not None:
             self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if name == "backward":
@@ -294,7 +308,7 @@ class Tracer(Hooks, Simulation):
             outs = tensors_in(out)
         label = next((t.__dict__["_pt_dev"] for t in outs if "_pt_dev" in t.__dict__), None)
         if ins is None:
-            ins = tensors_in((args, kwargs))
+            ins = call_tensors(args, kwargs)
         if label is None:
             label = next((t.__dict__["_pt_dev"] for t in ins if "_pt_dev" in t.__dict__), None)
             if label is None:
@@ -325,13 +339,23 @@ class Tracer(Hooks, Simulation):
         if not outs:
             return
         if ins is None:
-            ins = tensors_in((args, kwargs))
-        in_ids = {id(t) for t in ins}
-        label = next((t.__dict__["_pt_dev"] for t in ins if t.__dict__.get("_pt_dev")), None)
-        batch = next((t for t in ins if "_pt_batch" in t.__dict__), None)
-        loss = name in _LOSS_FUNCTIONS or any(t.__dict__.get("_pt_loss") for t in ins)
+            ins = call_tensors(args, kwargs)
+        # one pass over the inputs: the first label, the first batch-marked tensor, any loss mark
+        label = batch = None
+        loss = name in _LOSS_FUNCTIONS
+        for t in ins:
+            d = t.__dict__
+            if d:
+                if label is None:
+                    label = d.get("_pt_dev") or None
+                if batch is None and "_pt_batch" in d:
+                    batch = t
+                if not loss and d.get("_pt_loss"):
+                    loss = True
+        if label is None and batch is None and not loss:
+            return  # nothing to carry over (host tensors without marks)
         for t in outs:
-            if id(t) in in_ids:  # in-place or returned-self: the tensor keeps its own place
+            if _among(t, ins):  # in-place or returned-self: the tensor keeps its own place
                 continue
             if self.simulated and label:
                 self.set_label(t, label)
@@ -350,7 +374,7 @@ class Tracer(Hooks, Simulation):
                 return
             frame = self.learner_frame()
             self.record("loss_fn", fn=name, line=frame.f_lineno if frame else None,
-                        inputs=[self.describe(t, frame) for t in tensors_in((args, kwargs))][:3])
+                        inputs=[self.describe(t, frame) for t in call_tensors(args, kwargs)][:3])
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
             return
         # printing a tensor gets its own kind, so a long loop of .item() calls cannot crowd it out of the report
@@ -463,7 +487,7 @@ class PlacementMode(TorchFunctionMode):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
             if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
-                tensors = tensors_in((args, kwargs))
+                tensors = call_tensors(args, kwargs)
                 self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
             if self.tracer.simulated:
                 return func(*args, **kwargs)
@@ -495,6 +519,14 @@ def _collective(func) -> bool:
     GPU work is NCCL's kernel, which machine/distributed.py queues on NCCL's stream (clock.collective), never a
     kernel of their own on the current stream."""
     return getattr(func, "__module__", "").startswith("torch.distributed")
+
+
+def _among(t, tensors: list) -> bool:
+    """True when t is one of tensors (by identity: `in` would compare values)."""
+    for other in tensors:
+        if other is t:
+            return True
+    return False
 
 
 def _marked(args) -> bool:

@@ -1,5 +1,6 @@
-"""Security headers on every response, from one middleware: the outermost one, so refusals made by the
-middleware below it (413, 400) and static files carry them too.
+"""Security headers on every response, from one middleware: the outermost but one, so refusals made by the
+middleware below it (413, 400) and static files carry them too. The one outside it, the first-visit page cache
+(page_cache.py), answers only with a cached lesson page, whose headers it takes from `encoded_headers` here.
 
 The Content-Security-Policy is strict because the templates allow it: no inline script, no `eval`, nothing from
 another origin, and no inline style element except the one the code editor (CodeMirror) builds, which carries
@@ -95,14 +96,9 @@ class SecurityHeadersMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        nonce = secrets.token_urlsafe(NONCE_BYTES)
+        nonce = new_nonce()
         scope.setdefault("state", {})["csp_nonce"] = nonce
-        path = scope["path"]
-        if path in DOCS_PATHS or path.startswith("/static/"):
-            extra = _encoded(security_headers(path, nonce=nonce, production=self.production))
-        else:  # every page and API answer: the same list, the nonce put into the policy (encoded once, at import)
-            extra = [(b"content-security-policy", _CSP_HEAD + nonce.encode() + _CSP_TAIL),
-                     *(_FIXED_PRODUCTION if self.production else _FIXED)]
+        extra = encoded_headers(scope["path"], nonce, self.production)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -116,6 +112,20 @@ class SecurityHeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def new_nonce() -> str:
+    """A fresh CSP nonce for one response."""
+    return secrets.token_urlsafe(NONCE_BYTES)
+
+
+def encoded_headers(path: str, nonce: str, production: bool) -> list[tuple[bytes, bytes]]:
+    """`security_headers(path, ...)` as an ASGI header list; a page's or an API answer's is the list encoded at
+    import with the nonce put into the policy (the first-visit page, app/web/middleware/page_cache.py, sends it)."""
+    if path in DOCS_PATHS or path.startswith("/static/"):
+        return _encoded(security_headers(path, nonce=nonce, production=production))
+    return [(b"content-security-policy", _CSP_HEAD + nonce.encode() + _CSP_TAIL),
+            *(_FIXED_PRODUCTION if production else _FIXED)]
 
 
 _NAMES = frozenset(name.lower().encode("latin-1") for name in [*HEADERS, "Content-Security-Policy",

@@ -60,8 +60,10 @@ class IdentityMiddleware:
         session = scope["session"]
         # a visitor without a session has no progress and no account: lesson pages may come from page_cache
         new_visitor = "learner_id" not in session
-        session.setdefault("learner_id", security.new_learner_id())
-        session.setdefault("csrf", security.new_csrf_token())
+        if new_visitor:  # (no tokens made for a returning visitor, whose session already holds both)
+            session["learner_id"] = security.new_learner_id()
+        if "csrf" not in session:
+            session["csrf"] = security.new_csrf_token()
         user = None
         if "uid" in session and not scope["path"].startswith("/static/"):
             user = await anyio.to_thread.run_sync(_load_user, self.db, session["uid"], session.get("sid"))
@@ -87,10 +89,15 @@ class IdentityMiddleware:
         await self.app(scope, receive, send_clearing_storage)
 
 
+def new_visitor_session() -> dict[str, str]:
+    """What a visitor without a session gets in it: a learner id and a CSRF token (the first-visit page,
+    app/web/middleware/page_cache.py, sets this as the cookie of a new visitor it answers)."""
+    return {"learner_id": security.new_learner_id(), "csrf": security.new_csrf_token()}
+
+
 def _forget(session: dict) -> None:
     session.clear()
-    session["learner_id"] = security.new_learner_id()
-    session["csrf"] = security.new_csrf_token()
+    session.update(new_visitor_session())
 
 
 def sign_in(request: Request, user: User, *, session: Session) -> None:

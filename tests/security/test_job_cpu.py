@@ -1,0 +1,83 @@
+"""A job's CPU: one core per copy of the learner's program it runs at once, under the cap of all jobs together.
+
+Read from outside, from the job's own cgroup while it runs (the job names its process; the test finds it in the
+host's /proc): a graded job whose check also runs the program on the laptop (`also_runs_on`, two copies at once)
+gets two cores, a plain job one, and neither more than the parent group of all jobs, which keeps
+COURSE_SANDBOX_CPU_RESERVE for the web server. Runs against both pools (conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from app.content.exercises import load_exercises
+from app.core.config import ROOT
+from app.grading.grader import build_job
+from app.runner import Job
+
+
+def _cores(version: str, pid: int) -> float:
+    """The cores the cgroup of host process `pid` may use (its cpu.max over the period)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        if version == "v2" and ctrls == "":
+            quota, period = Path(f"/sys/fs/cgroup{path}/cpu.max").read_text().split()
+            return int(quota) / int(period)
+        if version == "v1" and "cpu" in ctrls.split(","):
+            base = f"/sys/fs/cgroup/{ctrls}{path}"
+            quota = int(Path(f"{base}/cpu.cfs_quota_us").read_text())
+            return quota / int(Path(f"{base}/cpu.cfs_period_us").read_text())
+    raise AssertionError(f"process {pid} is in no cpu cgroup")
+
+
+def _cores_while_running(sandbox, job: Job, name: str) -> list[float]:
+    """Run the job (it names its process `name`, prints, then sleeps) and read its group's cores when it prints."""
+    version = sandbox.runner.info["cgroup_version"]
+    seen: list[float] = []
+
+    def on_output(event) -> None:
+        if event.line.strip() == "named" and not seen:
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _comm(p) == name]
+            seen.extend(_cores(version, pid) for pid in pids)
+
+    result = sandbox.run(job, on_output)
+    assert result.stdout.startswith("named"), result
+    assert seen, "no process of the job was found by its name"
+    return seen
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _program(name: str) -> str:
+    # prctl(PR_SET_NAME): /proc/self/comm is not writable in the sandbox
+    return (f"import ctypes, time\nctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+            "print('named', flush=True)\ntime.sleep(1.0)\n")
+
+
+def test_a_graded_job_with_a_copy_gets_a_core_per_copy_and_a_plain_job_one(sandbox):
+    info = sandbox.runner.info
+    assert info["cgroup_version"] in ("v1", "v2"), info.get("cgroup_note")
+    cap = info["jobs_cpu_cores"] or float("inf")  # the parent group's cpu.max: all jobs together
+    exercise = load_exercises(ROOT / "exercises")["training-loop"]
+    assert [m for c in exercise.spec.checks for m in c.also_runs_on] == ["cpu"]  # one copy beside the graded run
+
+    name = "cpu-" + secrets.token_hex(4)
+    graded, _ = build_job(exercise, _program(name))
+    assert set(_cores_while_running(sandbox, graded, name)) == {min(2.0, cap)}
+
+    name = "cpu-" + secrets.token_hex(4)
+    plain = Job(code=_program(name))
+    assert set(_cores_while_running(sandbox, plain, name)) == {min(1.0, cap)}
+
+
+def test_all_jobs_together_leave_the_reserve_to_the_web_server(sandbox):
+    info = sandbox.runner.info
+    reserve = sandbox.runner.settings.sandbox_cpu_reserve
+    cores = len(os.sched_getaffinity(0))
+    assert reserve > 0 and info["jobs_cpu_cores"] == round(cores - reserve, 3)
