@@ -14,6 +14,7 @@ test), `tier_redis` and `running_tier` (per module: two `course serve` and two `
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -35,6 +36,15 @@ from tests.helpers import (
     small_course,
     with_csrf,
 )
+
+# Each pytest-xdist process (`make test` runs two) gives its sandbox jobs uids of their own, as any two sandbox
+# servers on one host must (docs/configuration.md, COURSE_SANDBOX_UID_BASE): jobs have no user namespace, so
+# RLIMIT_NPROC counts a uid's processes across the host, and one process's fork bomb would count against the
+# other's jobs. Set before any Settings is made; the servers the tests start inherit it.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER.startswith("gw"):
+    os.environ.setdefault("COURSE_SANDBOX_UID_BASE",
+                          str(Settings.model_fields["sandbox_uid_base"].default + 1000 * int(_XDIST_WORKER[2:])))
 
 # --- settings and the app over HTTP -----------------------------------------------------------------------------
 
