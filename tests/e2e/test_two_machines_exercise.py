@@ -35,7 +35,9 @@ def test_two_machines_fails_on_the_second_machine_then_the_solution_passes(live_
     panel.locator(".exercise-run").click()
     expect(panel.locator(".exercise-status")).to_contain_text("Not yet", timeout=45_000)
     output = panel.locator(".exercise-output")
-    expect(output).to_contain_text("node1: [default0]:")
+    # both of node1's ranks (cuda:2, cuda:3) ask for a device it lacks; the first to reach set_device fails and its
+    # torchrun stops the other, as a real one does, so either local rank can be the one whose traceback shows
+    expect(output).to_contain_text(re.compile(r"node1: \[default[01]\]:"))
     expect(output).to_contain_text("invalid device ordinal")
     expect(output).to_contain_text("node1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
     runs = panel.locator('.exercise-checks .check[data-check="runs"]')
