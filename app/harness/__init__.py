@@ -36,13 +36,15 @@ from app.harness.contract import JobPayload, SimulatedHost
 
 
 def load() -> None:
-    """Import every part a job runs (torch with them) and word one device mismatch, so that every forked job
-    starts with them loaded; the fork server calls this once, before its first fork."""
+    """Import every part a job runs (torch with them), word one device mismatch and read backward's signatures, so
+    that every forked job starts with them loaded; the fork server calls this once, before its first fork."""
     from app.harness import grade, launch, launchers, plain, session, stdio  # noqa: F401
     from app.harness.machine import chrome_trace, clock  # noqa: F401
+    from app.harness.tracing import hooks
     from app.harness.wording import wording
 
     wording.warm_up()
+    hooks.warm_up()
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
