@@ -118,6 +118,9 @@ class Settings(BaseSettings):
     sandbox_tmpfs_bytes: int = 64 * MiB
     # pre-forked isolated children kept waiting for code
     sandbox_prefork: int = 2
+    # waiting children build the default machine's simulated host before their job comes (all but one of them
+    # where there are several; a job for another machine takes one that did not): shorter jobs on that machine
+    sandbox_prepare_ahead: bool = True
     # first uid of the unprivileged per-slot users
     sandbox_uid_base: int = 64000
     # run code even where no isolation is possible; development only, and loudly logged

@@ -9,7 +9,8 @@ before forking, so the child never needs to read project files (which its mount 
     launch.py        several ranks in one job, as torchrun starts them: the launcher (rank.py: one rank)
     launchers.py     `accelerate launch` instead of torchrun: its environment
     report.py        the ranks' reports merged into one
-    session.py       one job's simulated host, wired together (both modes)
+    session.py       one job's simulated host, wired together (both modes); a waiting child may wire the default
+                     machine's ahead, before its job comes
     channel.py       the job's pipes to the fork server, and the key the report echoes (asked for last)
     stdio.py         the learner's sys.stdout / sys.stderr put back, and said so, where their code broke them
     tracing/         the placement tracer: placement.py (a TorchFunctionMode that records facts), hooks.py (its
@@ -45,6 +46,15 @@ def load() -> None:
 
     wording.warm_up()
     hooks.warm_up()
+
+
+def prepare_ahead(host: dict) -> None:
+    """In a pre-forked sandbox child, isolated and waiting: build the simulated host and the tracer of a
+    one-process job on `host` (a SimulatedHost payload) before the job comes; the fork server then hands this
+    child only a job that fits it (contract.fits_ahead)."""
+    from app.harness import session
+
+    session.ahead(host)
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:

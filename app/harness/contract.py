@@ -196,6 +196,20 @@ def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
     return host if gpus is None else host.with_gpus(gpus)
 
 
+def fits_ahead(payload: "JobPayload", host: dict | None) -> bool:
+    """Whether a session built ahead for `host` (a SimulatedHost payload; app/harness/session.py ahead, in a
+    waiting sandbox child) is exactly the one the job's harness would build: the same host, one process (no rank,
+    no launcher's environment), and a host whose session does not depend on the learner's file name (a Mac
+    watches the learner's `import torch` by it). The fork server asks before it hands a job to such a child
+    (app/sandbox/pools.py); the child asks again."""
+    if not host or payload.get("host") != host:
+        return False
+    built = SimulatedHost.from_payload(host)
+    if not built.simulated or built.mps:
+        return False
+    return int(payload.get("nproc") or 1) == 1 and not payload.get("launcher") and not payload.get("rank")
+
+
 # --- the job and its report --------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ import time
 from typing import AsyncIterator
 
 from app import ROOT
+from app.harness.contract import job_host
 from app.runner.base import (
     Busy,
     DoneEvent,
@@ -162,6 +163,8 @@ class LocalRunner:
                 "cpu_slots": max(s.sandbox_prefork, self.concurrency),
                 "gpu_slots": [g.to_dict() for g in self.gpu_slots], "gpu_dev_root": str(s.sandbox_gpu_dev_root),
                 "gpu_memory_bytes": s.sandbox_gpu_memory_bytes, "cpu_reserve": s.sandbox_cpu_reserve,
+                # the host most jobs run on (an exercise without `machine:`): waiting children build it ahead
+                "ahead_host": job_host(s).payload() if s.sandbox_prepare_ahead else None,
                 **self.server_options}
 
     async def _ensure_server(self) -> None:

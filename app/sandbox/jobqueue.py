@@ -68,9 +68,11 @@ class JobQueue:
         self.uid_slots.add(slot)
         return slot
 
-    def spawn_child(self, limits: Limits, warm: Warm | None = None, net: str | None = None):
+    def spawn_child(self, limits: Limits, warm: Warm | None = None, net: str | None = None,
+                    ahead: dict | None = None):
         """Fork one child (warm: a warm-first one, for the spawn pool; net: for a job with its own loopback,
-        network_of) and watch its pipes."""
+        network_of; ahead: one that builds this host's session before its job comes, PreforkPool) and watch its
+        pipes."""
         if warm is not None and warm.gpu is not None and _cuda_initialised():
             raise RuntimeError("the fork server has initialised CUDA: its children could not make CUDA contexts")
         slot = self._new_uid_slot()
@@ -78,7 +80,7 @@ class JobQueue:
         cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
         try:
             proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
-                                  userns=self.ctx.userns)
+                                  userns=self.ctx.userns, ahead=ahead)
         except BaseException:
             self.uid_slots.discard(slot)
             if cgroup is not None:
@@ -131,7 +133,7 @@ class JobQueue:
         """Hand each waiting job, oldest first, to a ready child of its pool."""
         for entry in list(self.waiting):
             job_id, payload, limits, pool, net, key = entry
-            proc = pool.take(limits, net)
+            proc = pool.take(limits, net, payload)
             if proc is None:
                 continue
             self.waiting.remove(entry)

@@ -1,7 +1,10 @@
 """The fork server's pools of children waiting for a job.
 
 PreforkPool (CPU jobs, the default): children forked from the warm server isolate themselves at once and wait;
-a job whose limits differ from the defaults gets a child of its own, forked for it.
+a job whose limits differ from the defaults gets a child of its own, forked for it. Waiting children build the
+default machine's simulated host ahead (app/harness/session.py ahead), all but one where the pool keeps several:
+a job for that machine takes one that did (a quarter less CPU after hand-over), any other job one that did not
+(or a child forked for it), so nothing built for one machine is ever undone for another.
 
 SpawnPool (GPU slots, and CPU jobs when COURSE_SANDBOX_POOL=spawn): one child per slot, made fresh for one job.
 It warms up for its device (on a GPU: its own CUDA context, see app/sandbox/warm.py), *then* isolates, waits for
@@ -24,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from app.harness.contract import fits_ahead
 from app.sandbox import gpus
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
@@ -47,7 +51,7 @@ def make_pools(server, gpu_slots: list, root: bool) -> tuple:
     if config.get("pool", "prefork") == "spawn":
         cpu_pool = SpawnPool(server, [None] * max(1, int(config.get("cpu_slots", 1))), warm)
     else:
-        cpu_pool = PreforkPool(server, server.prefork)
+        cpu_pool = PreforkPool(server, server.prefork, config.get("ahead_host"))
     if not gpu_slots:
         return cpu_pool, None, None
     if not root:
@@ -71,8 +75,9 @@ class PreforkPool:
 
     kind = "prefork"
 
-    def __init__(self, server, size: int) -> None:
+    def __init__(self, server, size: int, ahead: dict | None = None) -> None:
         self.server, self.size = server, size
+        self.ahead = ahead  # the host (SimulatedHost payload) whose session children build ahead; None: none do
         self.waiting: list = []
         self.failures = 0
 
@@ -86,13 +91,29 @@ class PreforkPool:
         if hold and self.waiting:
             return
         while len(self.waiting) < self.size and self.failures < MAX_FAILURES:
-            self.waiting.append(self.server.spawn_child(self.server.defaults))
+            self.waiting.append(self.server.spawn_child(self.server.defaults, ahead=self._next_ahead()))
 
-    def take(self, limits, net: str | None = None):
+    def _next_ahead(self) -> dict | None:
+        """What the next child builds ahead: the default machine's session, unless it would leave no waiting child
+        that built none (a pool of one builds it: a job for another machine then gets a child forked for it)."""
+        if self.ahead is None or self.size == 1 or any(c.ahead is None for c in self.waiting):
+            return self.ahead
+        return None
+
+    def take(self, limits, net: str | None = None, payload: dict | None = None):
         """Return a child for a job with these limits: a waiting one, or one forked for it (always for a job of
-        several ranks or one that asks for its loopback: its isolation differs, see child._isolate)."""
-        if limits == self.server.defaults and self.waiting and not net:
-            return self.waiting.pop(0)
+        several ranks or one that asks for its loopback: its isolation differs, see child._isolate). A child that
+        built a session ahead takes only a job that fits it (contract.fits_ahead); such a job prefers one, among
+        the children ready first (one still isolating itself, or building, would make the job wait for it)."""
+        if limits == self.server.defaults and not net:
+            fits = payload is not None and fits_ahead(payload, self.ahead)
+            kinds = (self.ahead, None) if fits else (None,)
+            for ready in (True, False):
+                for want in kinds:
+                    for child in self.waiting:
+                        if child.ahead == want and bool(getattr(child, "ready", True)) == ready:
+                            self.waiting.remove(child)
+                            return child
         return self.server.spawn_child(limits, net=net)
 
     def exited(self, proc, had_job: bool) -> None:
@@ -143,7 +164,7 @@ class SpawnPool:
                 slot.proc.pool_slot = slot
                 slot.state = "preparing"
 
-    def take(self, limits, net: str | None = None):
+    def take(self, limits, net: str | None = None, payload: dict | None = None):
         """Return a ready child (its slot now busy), None to wait, or a string: why no slot will ever be ready.
 
         A job of several ranks, or one asking for its loopback (net), gets a warm-first child made for it, outside

@@ -676,24 +676,33 @@ class DeviceClock:
         self.host += max(0.0, float(seconds))
         self._anchor()
 
+    def rebase(self) -> None:
+        """The job starts now, on a clock configured before it came (session.ahead: a pre-forked child builds its
+        session while it waits): the real clocks' readings the program's clocks count from, and the host's CPU
+        mark, are taken again, as configure() would have taken them now. Nothing else has moved: no learner code
+        has run."""
+        self._cpu_mark = _cpu()
+        self._bases = (REAL_PERF(), REAL_MONOTONIC(), REAL_TIME())
+        self._clock_bases = _clock_bases()
+
     def install_clocks(self, patches) -> None:
-        """Replace the program's clocks with ones that read the host's modeled time."""
-        now, (perf, mono, wall) = self.now, self._bases
-        patches.set(time, "perf_counter", lambda: perf + now())
-        patches.set(time, "perf_counter_ns", lambda: int((perf + now()) * 1e9))
-        patches.set(time, "monotonic", lambda: mono + now())
-        patches.set(time, "monotonic_ns", lambda: int((mono + now()) * 1e9))
-        patches.set(time, "time", lambda: wall + now())
-        patches.set(time, "time_ns", lambda: int((wall + now()) * 1e9))
+        """Replace the program's clocks with ones that read the host's modeled time (from the bases of the job's
+        start, read at each call: rebase() may take them again after this)."""
+        now = self.now
+        patches.set(time, "perf_counter", lambda: self._bases[0] + now())
+        patches.set(time, "perf_counter_ns", lambda: int((self._bases[0] + now()) * 1e9))
+        patches.set(time, "monotonic", lambda: self._bases[1] + now())
+        patches.set(time, "monotonic_ns", lambda: int((self._bases[1] + now()) * 1e9))
+        patches.set(time, "time", lambda: self._bases[2] + now())
+        patches.set(time, "time_ns", lambda: int((self._bases[2] + now()) * 1e9))
         patches.set(time, "sleep", self.sleep)
-        bases = self._clock_bases
 
         def clock_gettime(clk_id):
-            base = bases.get(clk_id)
+            base = self._clock_bases.get(clk_id)
             return REAL_CLOCK_GETTIME(clk_id) if base is None else base + now()
 
         def clock_gettime_ns(clk_id):
-            base = bases.get(clk_id)
+            base = self._clock_bases.get(clk_id)
             return REAL_CLOCK_GETTIME_NS(clk_id) if base is None else int((base + now()) * 1e9)
 
         patches.set(time, "clock_gettime", clock_gettime)

@@ -1,0 +1,207 @@
+"""Waiting children that build the default machine's simulated host before their job comes (session.ahead).
+
+The pool's choice in small parts (a stand-in server that records the children it is asked for), then through the
+front door: jobs on the default machine and on others, in a real sandbox whose waiting child built it ahead, end
+exactly as in one whose children build nothing, and the program's clocks start when its job does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from app.harness.contract import DEFAULT_HOST, fits_ahead, host_for, machine_host
+from app.runner import BlockingRunner, Job
+from app.sandbox import pools
+from tests.helpers import make_settings
+
+HOST = json.loads(json.dumps(DEFAULT_HOST.payload()))  # as the fork server and its children read it
+
+
+def payload(**kw) -> dict:
+    """A job's payload as the fork server receives it (JSON both ways)."""
+    return json.loads(json.dumps(Job(code="print(1)", **kw).payload()))
+
+
+def test_only_a_one_process_job_on_the_very_host_fits_a_session_built_ahead():
+    assert fits_ahead(payload(), HOST)
+    assert fits_ahead(payload(mode="grade", grade={"exercise": "x", "probe": None}), HOST)
+    assert fits_ahead(payload(filename="other.py", trace=True), HOST)
+    assert not fits_ahead(payload(host=DEFAULT_HOST.with_gpus(2)), HOST)
+    assert not fits_ahead(payload(host=machine_host("l4")), HOST)
+    assert not fits_ahead(payload(nproc=2), HOST)
+    assert not fits_ahead(payload(launcher="accelerate"), HOST)
+    assert not fits_ahead({**payload(), "rank": {"rank": 0, "local_rank": 0}}, HOST)
+    assert not fits_ahead({**payload(), "host": None}, HOST)
+    assert not fits_ahead(payload(), None)
+    mac = json.loads(json.dumps(host_for(build="macos-arm64").payload()))
+    assert not fits_ahead({**payload(), "host": mac}, mac)  # a Mac's session watches the import by the file's name
+
+
+class Server:
+    """What PreforkPool asks of the fork server: its default limits, and a child now (recorded)."""
+
+    def __init__(self) -> None:
+        self.defaults = "defaults"
+        self.spawned: list = []
+
+    def spawn_child(self, limits, net=None, ahead=None):
+        child = SimpleNamespace(limits=limits, net=net, ahead=ahead, ready=True)
+        self.spawned.append(child)
+        return child
+
+
+def test_a_pool_of_several_keeps_one_child_that_built_nothing_and_routes_jobs_by_what_fits():
+    server = Server()
+    pool = pools.PreforkPool(server, 3, HOST)
+    pool.refill()
+    assert sorted(c.ahead is None for c in pool.waiting) == [False, False, True]
+    plain = next(c for c in pool.waiting if c.ahead is None)
+    other = payload(host=machine_host("l4"))
+    assert pool.take("defaults", None, other) is plain  # another machine: the child that built nothing
+    assert pool.take("defaults", None, other).ahead is None  # none left waiting: one forked for it
+    assert len(pool.waiting) == 2
+    pool.refill()
+    assert [c.ahead is None for c in pool.waiting] == [False, False, True]  # the pool made one again
+    assert pool.take("defaults", None, payload()).ahead == HOST  # the default machine: one that built it
+    assert pool.take("defaults", None, payload()).ahead == HOST
+    assert pool.take("defaults", None, payload()).ahead is None  # only the plain one left: it serves too
+    assert pool.take("other limits", None, payload()).ahead is None  # forked for the job: builds nothing
+
+
+def test_a_job_takes_a_ready_child_before_one_still_building():
+    server = Server()
+    pool = pools.PreforkPool(server, 2, HOST)
+    pool.refill()
+    built = next(c for c in pool.waiting if c.ahead is not None)
+    built.ready = False  # still isolating itself, or building the session
+    assert pool.take("defaults", None, payload()).ahead is None  # the ready one, though it built nothing
+    assert pool.take("defaults", None, payload()) is built  # then the one that is getting ready
+
+
+def test_a_pool_of_one_builds_ahead_and_a_pool_without_a_host_never_does():
+    server = Server()
+    pool = pools.PreforkPool(server, 1, HOST)
+    pool.refill()
+    assert [c.ahead for c in pool.waiting] == [HOST]
+    assert pool.take("defaults", None, payload(nproc=1, host=DEFAULT_HOST.with_gpus(4))).ahead is None
+    assert len(pool.waiting) == 1
+    nothing = pools.PreforkPool(Server(), 2, None)
+    nothing.refill()
+    assert [c.ahead for c in nothing.waiting] == [None, None]
+    assert nothing.take("defaults", None, payload()).ahead is None
+
+
+CHILD = """\
+import json
+from app.harness import session
+from app.harness.contract import DEFAULT_HOST, machine_host
+from app.harness.machine.clock import CLOCK, REAL_MONOTONIC, REAL_SLEEP
+host = json.loads(json.dumps(DEFAULT_HOST.payload()))
+session.ahead(host)
+try:
+    session.prepare({"code": "", "host": machine_host("l4").payload(), "nproc": 1}, "learner.py", grading=True)
+    refused = False
+except RuntimeError:
+    refused = True
+REAL_SLEEP(0.5)  # waiting for the job
+built = session.prepare({"code": "", "host": host, "nproc": 1}, "learner.py", grading=True)
+print(json.dumps({"refused": refused, "file": built.tracer.learner_file, "base_age": REAL_MONOTONIC() - CLOCK._bases[1],
+                  "simulated": built.simulated, "device": built.device_line()}))
+"""
+
+
+def test_a_child_that_built_one_machine_refuses_a_job_for_another_and_gives_the_one_that_fits_its_start():
+    """The child's own check, behind the server's: a session built for one host never serves another; the job that
+    fits takes it over, its file named and its clock's real bases taken then, not when the session was built."""
+    import subprocess
+    import sys
+
+    from app import ROOT
+
+    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts["refused"] and facts["file"] == "learner.py"
+    assert facts["simulated"] and facts["device"] == "cuda:0 (simulated on CPU)"
+    assert facts["base_age"] < 0.25
+
+
+PROGRAM = """\
+import time, torch
+wall, mono = time.time(), time.monotonic()
+torch.manual_seed(0)
+model = torch.nn.Linear(64, 8).to("cuda")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record()
+for _ in range(3):
+    loss = torch.nn.functional.mse_loss(model(torch.randn(32, 64, device="cuda")), torch.zeros(32, 8, device="cuda"))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+end.record()
+torch.cuda.synchronize()
+print(torch.cuda.get_device_name(0), torch.cuda.device_count(), round(loss.item(), 6))
+print("allocated", torch.cuda.memory_allocated(), "kernels ms", round(start.elapsed_time(end), 4))
+print("clocks", repr(wall), repr(mono))
+"""
+
+
+@pytest.fixture(scope="module")
+def runners(tmp_path_factory):
+    """Two real sandboxes: waiting children that build the default machine ahead (one child, as in the other
+    sandbox tests), and children that build nothing."""
+    ahead = BlockingRunner(make_settings(tmp_path_factory.mktemp("ahead"), sandbox_prefork=1))
+    plain = BlockingRunner(make_settings(tmp_path_factory.mktemp("plain"), sandbox_prefork=1,
+                                         sandbox_prepare_ahead=False))
+    with ahead, plain:
+        yield ahead, plain
+
+
+def _run(runner, job: Job) -> tuple[list[str], tuple[float, float]]:
+    result = runner.run(job)
+    assert result.status == "ok", result
+    *lines, clocks = result.stdout.splitlines()
+    _, wall, mono = clocks.split()
+    return lines, (float(wall), float(mono))
+
+
+@pytest.mark.parametrize("host", [DEFAULT_HOST, machine_host("l4"), DEFAULT_HOST.with_gpus(2)],
+                         ids=["default machine", "another machine", "more GPUs"])
+def test_a_job_ends_alike_whether_its_child_built_the_default_machine_ahead_or_not(runners, host):
+    ahead, plain = runners
+    job = Job(code=PROGRAM, filename="learner.py", host=host)
+    assert _run(ahead, job)[0] == _run(plain, job)[0]
+
+
+def test_the_programs_clocks_start_when_its_job_does_not_when_its_child_built_the_clock(runners):
+    ahead, _ = runners
+    ahead.run(Job(code="print(1)"))
+    time.sleep(1.5)  # the pool's next child has built its session (and its clock) long before the job comes
+    before_wall, before_mono = time.time(), time.monotonic()
+    _, (wall, mono) = _run(ahead, Job(code=PROGRAM))
+    assert before_wall - 0.05 <= wall <= time.time()
+    assert before_mono - 0.05 <= mono <= time.monotonic()
+
+
+def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(runners):
+    ahead, plain = runners
+    probe = "def probe(ns, api):\n    return {'device': api.device_of(ns['model'].weight), 'acc': api.accelerator}\n"
+    job = Job(code=PROGRAM, filename="learner.py", mode="grade", grade={"exercise": "t", "probe": probe},
+              key="k3y")
+    reports = []
+    for runner in (ahead, plain):
+        result = runner.run(job)
+        assert result.status == "ok", result
+        report = result.report
+        assert report["nonce"] == "k3y"
+        report["outcome"].pop("duration_ms")
+        reports.append((report["probe"], report["device"], report["tampered"], report["outcome"],
+                        report["trace"]["counts"], report["timeline"]["kernels"], report["timeline"]["gpu_busy_ms"]))
+    assert reports[0] == reports[1]
+    assert reports[0][0] == {"device": "cuda:0", "acc": "cuda:0"}
