@@ -34,7 +34,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 
-from app.sandbox import isolation, nodes
+from app.sandbox import isolation, nodes, startup
 from app.sandbox import warm as warmmod
 
 # the same numbers as app/harness/channel.py (a test holds them equal; importing the harness here would
@@ -313,6 +313,7 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
         if machine is not None:  # a machine keeper: it serves the launcher, never runs the job
             nodes.serve(machines[machine], ctx.harness.start_rank, (PAYLOAD_FD, REPORT_FD, STATUS_FD))
         if ahead:
+            startup.warm_pages()
             ctx.harness.prepare_ahead(ahead)
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs

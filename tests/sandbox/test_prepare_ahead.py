@@ -1,4 +1,5 @@
-"""Waiting children that build the default machine's simulated host before their job comes (session.ahead).
+"""Waiting children that build the default machine's simulated host before their job comes (session.ahead), after
+running the warm-up's training loop once more (startup.warm_pages).
 
 The pool's choice in small parts (a stand-in server that records the children it is asked for), then through the
 front door: jobs on the default machine and on others, in a real sandbox whose waiting child built it ahead, end
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from app.harness.contract import DEFAULT_HOST, fits_ahead, host_for, machine_host
 from app.runner import BlockingRunner, Job
 from app.sandbox import pools
+from app.sandbox.job_limits import Limits
 from tests.helpers import make_settings
 
 HOST = json.loads(json.dumps(DEFAULT_HOST.payload()))  # as the fork server and its children read it
@@ -134,6 +137,7 @@ def test_a_child_that_built_one_machine_refuses_a_job_for_another_and_gives_the_
 PROGRAM = """\
 import time, torch
 wall, mono = time.time(), time.monotonic()
+print("unseeded", torch.rand(3).tolist(), torch.nn.Linear(2, 1).weight.tolist())  # the fork server's random state
 torch.manual_seed(0)
 model = torch.nn.Linear(64, 8).to("cuda")
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -153,14 +157,16 @@ print("clocks", repr(wall), repr(mono))
 
 
 @pytest.fixture(scope="module")
-def runners(tmp_path_factory):
-    """Two real sandboxes: waiting children that build the default machine ahead (one child, as in the other
-    sandbox tests), and children that build nothing."""
-    ahead = BlockingRunner(make_settings(tmp_path_factory.mktemp("ahead"), sandbox_prefork=1))
-    plain = BlockingRunner(make_settings(tmp_path_factory.mktemp("plain"), sandbox_prefork=1,
-                                         sandbox_prepare_ahead=False))
-    with ahead, plain:
-        yield ahead, plain
+def ahead(tmp_path_factory):
+    """A real sandbox whose waiting child builds the default machine ahead (one child, as in the other sandbox
+    tests). A job with limits of its own always gets a child forked for it, which builds nothing: the same job
+    both ways, in one fork server (whose random state every job starts from)."""
+    with BlockingRunner(make_settings(tmp_path_factory.mktemp("ahead"), sandbox_prefork=1)) as runner:
+        yield runner
+
+
+def _own_limits(runner) -> Limits:
+    return replace(runner.runner.limits, wall_s=runner.runner.limits.wall_s + 1)
 
 
 def _run(runner, job: Job) -> tuple[list[str], tuple[float, float]]:
@@ -173,14 +179,14 @@ def _run(runner, job: Job) -> tuple[list[str], tuple[float, float]]:
 
 @pytest.mark.parametrize("host", [DEFAULT_HOST, machine_host("l4"), DEFAULT_HOST.with_gpus(2)],
                          ids=["default machine", "another machine", "more GPUs"])
-def test_a_job_ends_alike_whether_its_child_built_the_default_machine_ahead_or_not(runners, host):
-    ahead, plain = runners
+def test_a_job_ends_alike_whether_its_child_built_the_default_machine_ahead_or_not(ahead, host):
     job = Job(code=PROGRAM, filename="learner.py", host=host)
-    assert _run(ahead, job)[0] == _run(plain, job)[0]
+    built, plain = _run(ahead, job)[0], _run(ahead, replace(job, limits=_own_limits(ahead)))[0]
+    assert built == plain
+    assert built[0].startswith("unseeded") and built[1].startswith(host.gpu_name)
 
 
-def test_the_programs_clocks_start_when_its_job_does_not_when_its_child_built_the_clock(runners):
-    ahead, _ = runners
+def test_the_programs_clocks_start_when_its_job_does_not_when_its_child_built_the_clock(ahead):
     ahead.run(Job(code="print(1)"))
     time.sleep(1.5)  # the pool's next child has built its session (and its clock) long before the job comes
     before_wall, before_mono = time.time(), time.monotonic()
@@ -189,19 +195,19 @@ def test_the_programs_clocks_start_when_its_job_does_not_when_its_child_built_th
     assert before_mono - 0.05 <= mono <= time.monotonic()
 
 
-def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(runners):
-    ahead, plain = runners
+def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(ahead):
     probe = "def probe(ns, api):\n    return {'device': api.device_of(ns['model'].weight), 'acc': api.accelerator}\n"
     job = Job(code=PROGRAM, filename="learner.py", mode="grade", grade={"exercise": "t", "probe": probe},
               key="k3y")
     reports = []
-    for runner in (ahead, plain):
-        result = runner.run(job)
+    for limits in (None, _own_limits(ahead)):
+        result = ahead.run(replace(job, limits=limits))
         assert result.status == "ok", result
         report = result.report
         assert report["nonce"] == "k3y"
         report["outcome"].pop("duration_ms")
-        reports.append((report["probe"], report["device"], report["tampered"], report["outcome"],
-                        report["trace"]["counts"], report["timeline"]["kernels"], report["timeline"]["gpu_busy_ms"]))
+        reports.append((result.stdout.splitlines()[:-1], report["probe"], report["device"], report["tampered"],
+                        report["outcome"], report["trace"]["counts"], report["trace"]["ops"],
+                        report["timeline"]["kernels"], report["timeline"]["gpu_busy_ms"]))
     assert reports[0] == reports[1]
-    assert reports[0][0] == {"device": "cuda:0", "acc": "cuda:0"}
+    assert reports[0][1] == {"device": "cuda:0", "acc": "cuda:0"}
