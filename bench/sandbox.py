@@ -103,18 +103,22 @@ def measure_throughput(concurrency: int, jobs: int = THROUGHPUT_JOBS) -> dict:
 
 
 def idle_child_uss(runner: BlockingRunner) -> dict:
-    """Return the USS of the idle pre-forked children (outer supervisor + isolated job process)."""
+    """Return the USS of the idle pre-forked children: the isolated job process, and its outer supervisor.
+
+    The fork server's children are its zygote (app/sandbox/zygote.py), whose children are the outer supervisors,
+    whose one child each is the job process waiting for code (app/sandbox/child.py). Before 2026-12-04 this read
+    one level too high (the outer supervisors as the job processes, the zygote as their supervisor)."""
     time.sleep(1.0)  # the pool refills after the last job
     server = psutil.Process(runner.runner.server_pid)
     server_uss = server.memory_full_info().uss
-    job_procs, outer = [], []
-    for child in server.children():
-        outer.append(child.memory_full_info().uss)
-        job_procs += [g.memory_full_info().uss for g in child.children()]
+    zygotes = server.children()
+    outer = [o for z in zygotes for o in z.children()]
+    job_procs = [g.memory_full_info().uss for o in outer for g in o.children()]
     mb = lambda b: round(b / 1e6, 1)  # noqa: E731
     return {"idle_children": len(job_procs), "idle_child_uss_mb": mb(max(job_procs, default=0)),
-            "idle_outer_uss_mb": mb(max(outer, default=0)), "server_uss_mb": mb(server_uss),
-            "server_rss_mb": mb(server.memory_info().rss)}
+            "idle_outer_uss_mb": mb(max((o.memory_full_info().uss for o in outer), default=0)),
+            "zygote_uss_mb": mb(max((z.memory_full_info().uss for z in zygotes), default=0)),
+            "server_uss_mb": mb(server_uss), "server_rss_mb": mb(server.memory_info().rss)}
 
 
 def run() -> dict:
