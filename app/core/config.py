@@ -118,8 +118,8 @@ class Settings(BaseSettings):
     sandbox_tmpfs_bytes: int = 64 * MiB
     # pre-forked isolated children kept waiting for code
     sandbox_prefork: int = 2
-    # waiting children build the default machine's simulated host before their job comes (all but one of them
-    # where there are several; a job for another machine takes one that did not): shorter jobs on that machine
+    # the pre-forked children build the default machine's simulated host before their job comes (shorter jobs on
+    # that machine), and one more child waits that builds nothing, for jobs on other machines
     sandbox_prepare_ahead: bool = True
     # first uid of the unprivileged per-slot users
     sandbox_uid_base: int = 64000

@@ -1,10 +1,10 @@
 """The fork server's pools of children waiting for a job.
 
 PreforkPool (CPU jobs, the default): children forked from the warm server isolate themselves at once and wait;
-a job whose limits differ from the defaults gets a child of its own, forked for it. Waiting children build the
-default machine's simulated host ahead (app/harness/session.py ahead), all but one where the pool keeps several:
-a job for that machine takes one that did (a quarter less CPU after hand-over), any other job one that did not
-(or a child forked for it), so nothing built for one machine is ever undone for another.
+a job whose limits differ from the defaults gets a child of its own, forked for it. The waiting children build the
+default machine's simulated host ahead (app/harness/session.py ahead), and one more waits that builds nothing: a
+job for that machine takes one that did (half its CPU after hand-over), any other job the one that did not (or a
+child forked for it), so nothing built for one machine is ever undone for another.
 
 SpawnPool (GPU slots, and CPU jobs when COURSE_SANDBOX_POOL=spawn): one child per slot, made fresh for one job.
 It warms up for its device (on a GPU: its own CUDA context, see app/sandbox/warm.py), *then* isolates, waits for
@@ -90,15 +90,19 @@ class PreforkPool:
         started, on a host with few cores."""
         if hold and self.waiting:
             return
-        while len(self.waiting) < self.size and self.failures < MAX_FAILURES:
+        # `size` children that build the default machine's session, and one that builds nothing for other jobs
+        # (with one kind only, a job on the default machine that comes while its child still builds would take the
+        # plain one: the pool's depth is what hides a child's preparation)
+        wanted = self.size + (1 if self.ahead is not None and self.size else 0)
+        while len(self.waiting) < wanted and self.failures < MAX_FAILURES:
             self.waiting.append(self.server.spawn_child(self.server.defaults, ahead=self._next_ahead()))
 
     def _next_ahead(self) -> dict | None:
-        """What the next child builds ahead: the default machine's session, unless it would leave no waiting child
-        that built none (a pool of one builds it: a job for another machine then gets a child forked for it)."""
-        if self.ahead is None or self.size == 1 or any(c.ahead is None for c in self.waiting):
-            return self.ahead
-        return None
+        """What the next child builds ahead: the default machine's session until `size` waiting children have,
+        then nothing."""
+        if self.ahead is None or sum(c.ahead is not None for c in self.waiting) >= self.size:
+            return None
+        return self.ahead
 
     def take(self, limits, net: str | None = None, payload: dict | None = None):
         """Return a child for a job with these limits: a waiting one, or one forked for it (always for a job of

@@ -57,45 +57,45 @@ class Server:
         return child
 
 
-def test_a_pool_of_several_keeps_one_child_that_built_nothing_and_routes_jobs_by_what_fits():
+def test_the_pool_keeps_its_size_of_children_that_built_ahead_and_one_that_built_nothing():
     server = Server()
-    pool = pools.PreforkPool(server, 3, HOST)
+    pool = pools.PreforkPool(server, 2, HOST)
     pool.refill()
-    assert sorted(c.ahead is None for c in pool.waiting) == [False, False, True]
-    plain = next(c for c in pool.waiting if c.ahead is None)
+    assert [c.ahead for c in pool.waiting] == [HOST, HOST, None]
+    plain = pool.waiting[2]
     other = payload(host=machine_host("l4"))
     assert pool.take("defaults", None, other) is plain  # another machine: the child that built nothing
     assert pool.take("defaults", None, other).ahead is None  # none left waiting: one forked for it
     assert len(pool.waiting) == 2
     pool.refill()
-    assert [c.ahead is None for c in pool.waiting] == [False, False, True]  # the pool made one again
+    assert [c.ahead for c in pool.waiting] == [HOST, HOST, None]  # the pool made a plain one again
     assert pool.take("defaults", None, payload()).ahead == HOST  # the default machine: one that built it
-    assert pool.take("defaults", None, payload()).ahead == HOST
+    pool.refill()
+    assert [c.ahead for c in pool.waiting] == [HOST, None, HOST]
+    for _ in range(2):
+        assert pool.take("defaults", None, payload()).ahead == HOST
     assert pool.take("defaults", None, payload()).ahead is None  # only the plain one left: it serves too
     assert pool.take("other limits", None, payload()).ahead is None  # forked for the job: builds nothing
 
 
 def test_a_job_takes_a_ready_child_before_one_still_building():
     server = Server()
-    pool = pools.PreforkPool(server, 2, HOST)
+    pool = pools.PreforkPool(server, 1, HOST)
     pool.refill()
-    built = next(c for c in pool.waiting if c.ahead is not None)
+    built, plain = pool.waiting
     built.ready = False  # still isolating itself, or building the session
-    assert pool.take("defaults", None, payload()).ahead is None  # the ready one, though it built nothing
+    assert pool.take("defaults", None, payload()) is plain  # the ready one, though it built nothing
     assert pool.take("defaults", None, payload()) is built  # then the one that is getting ready
 
 
-def test_a_pool_of_one_builds_ahead_and_a_pool_without_a_host_never_does():
-    server = Server()
-    pool = pools.PreforkPool(server, 1, HOST)
+def test_a_pool_without_a_host_to_build_keeps_its_size_of_plain_children():
+    pool = pools.PreforkPool(Server(), 2, None)
     pool.refill()
-    assert [c.ahead for c in pool.waiting] == [HOST]
-    assert pool.take("defaults", None, payload(nproc=1, host=DEFAULT_HOST.with_gpus(4))).ahead is None
-    assert len(pool.waiting) == 1
-    nothing = pools.PreforkPool(Server(), 2, None)
-    nothing.refill()
-    assert [c.ahead for c in nothing.waiting] == [None, None]
-    assert nothing.take("defaults", None, payload()).ahead is None
+    assert [c.ahead for c in pool.waiting] == [None, None]
+    assert pool.take("defaults", None, payload()).ahead is None
+    empty = pools.PreforkPool(Server(), 0, HOST)
+    empty.refill()
+    assert empty.waiting == []
 
 
 CHILD = """\
