@@ -276,9 +276,9 @@ class Tracer(Hooks, Simulation):
         one GPU's label, apart from host scalars (0-dim), and hold values, within the job's memory budget. It does
         what on_call -> _on_clock -> simulate -> run_simulated -> _propagate -> _observe -> _charge do for such a
         call, in the same order (count, run, label and count memory, queue the kernel), without each step asking
-        again what kind of call it is: about a third of a traced op's bookkeeping. Anything else returns
-        _FALL_BACK before it has done anything, and the whole chain runs. `caller`: the frame that made the torch
-        call."""
+        again what kind of call it is (~3 us of each such op's CPU, bench/README.md). Anything else returns
+        _FALL_BACK before it has done anything, and the whole chain runs (tests/harness/test_fused_path.py holds
+        the two to the same report). `caller`: the frame that made the torch call."""
         if name in _NOT_ORDINARY or not self.simulated or CLOCK.figures is None or "device" in kwargs \
                 or "pin_memory" in kwargs:
             return _FALL_BACK
