@@ -233,9 +233,9 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
             if host.mps and tracer.mps is not None:  # a Mac reads PYTORCH_ENABLE_MPS_FALLBACK at `import torch`
                 tracer.mps.fallback = None
                 tracer.mps.watch_import(filename)
-            with avail.scenario(host):
-                other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
-                return _run_learner(code, filename, other, lambda text: None)
+            avail.become(host)  # for good: the child ends with this run
+            other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+            return _run_learner(code, filename, other, lambda text: None)
         elsewhere.start(grade["elsewhere"], run_on)
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
     # the learner's run, not the probe's: its figures, and its first events for the page to draw

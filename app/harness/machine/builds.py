@@ -131,3 +131,10 @@ class Availability:
             if self.simulated:
                 self._apply_build()
             torch.cuda._initialized, torch.cuda.default_generators = initialized, generators
+
+    def become(self, host: SimulatedHost) -> None:
+        """Be another build with other devices for the rest of the process, as scenario(host) is while it lasts:
+        for a forked copy of the job that ends on that machine (elsewhere.py), where undoing it would be wasted
+        work (two rounds of torch's patches, ~0.5 ms of CPU per copy)."""
+        self.devices.become(host)
+        self._apply_build()

@@ -97,8 +97,12 @@ class Devices:
     def scenario(self, host: SimulatedHost):
         """Pretend, for the duration, to be another host (a probe asking "and on a Mac?")."""
         saved = (self.host, self.visible, self.current)
-        self.host, self.visible, self.current = host, None, 0
+        self.become(host)
         try:
             yield
         finally:
             self.host, self.visible, self.current = saved
+
+    def become(self, host: SimulatedHost) -> None:
+        """Be another host from now on, as a scenario starts (no GPU made visible, cuda:0 current)."""
+        self.host, self.visible, self.current = host, None, 0

@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _device as _default_device
 
-from app.harness.machine import cuda_streams, dataless
+from app.harness.machine import autocast, cuda_streams, dataless, simulation
 from app.harness.machine.clock import CLOCK, NO_KERNEL, _cpu
 from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
@@ -55,6 +55,12 @@ _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
 # call and the tracer, or anything else (a library the learner called)
 _LEARNER, _BETWEEN, _ELSEWHERE = 0, 1, 2
 _UNSET = object()  # a frame not looked up yet
+# calls the fused path of an ordinary op (Tracer.ordinary) leaves to the whole chain: each is answered, checked,
+# recorded or run differently by some step of it (simulate, run_simulated, _observe, _map)
+_NOT_ORDINARY = frozenset(_WATCHED | _SYNCS | simulation.SYNC_READS | dataless.READS | simulation.MIXING_ALLOWED
+                          | simulation.RANDOM_WITH_GENERATOR | simulation.RANDOM_WITHOUT_GENERATOR
+                          | {"get_device", "type"})
+_FALL_BACK = object()  # Tracer.ordinary: not an ordinary op, run the whole chain
 
 
 class Tracer(Hooks, Simulation):
@@ -263,6 +269,83 @@ class Tracer(Hooks, Simulation):
         self._propagate(name, args, kwargs, out, ins)
         self._observe(name, args, kwargs, out, frame=frame)
         return out
+
+    def ordinary(self, func, name: str, args, kwargs, caller):
+        """The common case of a traced call on a simulated GPU with a clock, in one function: an ordinary op (no
+        move, read, factory, random draw, loss, collective; autocast off or not casting it) whose tensors all carry
+        one GPU's label, apart from host scalars (0-dim), and hold values, within the job's memory budget. It does
+        what on_call -> _on_clock -> simulate -> run_simulated -> _propagate -> _observe -> _charge do for such a
+        call, in the same order (count, run, label and count memory, queue the kernel), without each step asking
+        again what kind of call it is (~3 us of each such op's CPU, bench/README.md). Anything else returns
+        _FALL_BACK before it has done anything, and the whole chain runs (tests/harness/test_fused_path.py holds
+        the two to the same report). `caller`: the frame that made the torch call."""
+        if name in _NOT_ORDINARY or not self.simulated or CLOCK.figures is None or "device" in kwargs \
+                or "pin_memory" in kwargs:
+            return _FALL_BACK
+        module = getattr(func, "__module__", "")
+        if type(module) is not str or module.startswith("torch.distributed"):  # a collective (_collective)
+            return _FALL_BACK
+        kind = autocast.active()
+        if kind and name in autocast.WATCHED:
+            return _FALL_BACK
+        memory = self.memory
+        if memory.host_bytes >= self.devices.host.device_data_bytes:  # past the budget (Memory.over_budget)
+            return _FALL_BACK
+        ins = call_tensors(args, kwargs)
+        label = None
+        for t in ins:
+            d = t.__dict__
+            if d:
+                if "_pt_nodata" in d:
+                    return _FALL_BACK
+                on = d.get("_pt_dev")
+                if on is not None:
+                    if label is None:
+                        if type(on) is not str or not on.startswith("cuda:"):
+                            return _FALL_BACK
+                        label = on
+                    elif on != label:
+                        return _FALL_BACK  # two devices: the mixing check words the error
+                    continue
+            if t.dim() > 0:
+                return _FALL_BACK  # a host tensor beside a GPU one: the mixing check words the error
+        if label is None:
+            return _FALL_BACK
+        started = CLOCK.enter()
+        try:
+            frame, nearest = self.learner_frames(start=caller)
+            line = nearest.f_lineno if nearest is not None else None
+            if frame is not None:
+                self.count_op(frame.f_lineno, name, tuple(t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]))
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError as exc:  # as run_simulated: a meta tensor torch made itself met one with values
+                if "meta" in str(exc) and any(_meta(t) for t in call_tensors(args, kwargs)):
+                    out = dataless.run(func, name, args, kwargs, self.device_of)
+                else:
+                    raise
+            outs = tensors_in(out)
+            if outs:  # _propagate: results live where their inputs live; batch and loss marks follow
+                batch, loss = None, False
+                for t in ins:
+                    d = t.__dict__
+                    if batch is None and "_pt_batch" in d:
+                        batch = t
+                    if not loss and d.get("_pt_loss"):
+                        loss = True
+                for t in outs:
+                    if _among(t, ins):
+                        continue
+                    self.set_label(t, label)
+                    if batch is not None:
+                        t._pt_batch, t._pt_moved = batch._pt_batch, bool(batch.__dict__.get("_pt_moved"))
+                    if loss and t.dim() == 0:
+                        t._pt_loss = True
+            if name not in NO_KERNEL:  # _charge
+                CLOCK.op(name, label, ins, outs, line)
+            return out
+        finally:
+            CLOCK.leave(started)
 
     def _on_clock(self, func, name, args, kwargs):
         """on_call on a simulated GPU with a clock (its real time is emulation when it did device work): the same
@@ -492,6 +575,9 @@ class PlacementMode(TorchFunctionMode):
             if self.tracer.simulated:
                 return func(*args, **kwargs)
             return self.tracer.run_recording_mismatch(func, name, args, kwargs)
+        out = self.tracer.ordinary(func, name, args, kwargs, sys._getframe(1))
+        if out is not _FALL_BACK:
+            return out
         out = self.tracer.on_call(func, name, args, kwargs)
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
