@@ -241,7 +241,8 @@ class Hooks:
 
 def warm_up() -> None:
     """Read backward's signatures now (the fork server calls this through harness.load()): each job read them
-    again at its first backward(), 0.2 ms of its CPU."""
+    again at its first backward() that binds them (torch.autograd.backward, or arguments by position), 0.2 ms of
+    its CPU."""
     for func in (torch.Tensor.backward, torch.autograd.backward):
         _SIGNATURES.setdefault(func, inspect.signature(func))
 
