@@ -62,10 +62,15 @@ def test_an_all_reduce_spans_all_four_ranks_on_each_machines_cuda_local_rank(san
 
 
 def test_cuda_rank_instead_of_local_rank_fails_on_the_second_machine_only(sandbox):
+    # machine 1's ranks start their mistake a second late and machine 0's wait past it: the first failure has
+    # the launcher stop every rank, so without the delay machine 1 could fail before one of machine 0's ranks
+    # printed (a clean run on 2 cores saw machine 0's local rank 1 stopped before its line)
     code = ("import os, time, torch\n"
+            "second = os.environ['GROUP_RANK'] == '1'\n"
+            "time.sleep(1.0 if second else 0)\n"
             "x = torch.ones(1, device=f\"cuda:{os.environ['RANK']}\")\n"
             "print('ok on', x.device, flush=True)\n"
-            "time.sleep(0.5 if os.environ['GROUP_RANK'] == '0' else 0)\n")
+            "time.sleep(0 if second else 5)\n")
     r = run_machines(sandbox, code)
     assert (r.status, r.exit_code) == ("failed", 1)
     seen = by_machine(r.stdout)
