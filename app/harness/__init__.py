@@ -48,13 +48,21 @@ def load() -> None:
     hooks.warm_up()
 
 
-def prepare_ahead(host: dict) -> None:
-    """In a pre-forked sandbox child, isolated and waiting: build the simulated host and the tracer of a
-    one-process job on `host` (a SimulatedHost payload) before the job comes; the fork server then hands this
-    child only a job that fits it (contract.fits_ahead)."""
-    from app.harness import session
+def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
+    """In a pre-forked sandbox child, isolated and waiting: warm its pages (warm(), the fork server's own) and build
+    the simulated host and the tracer of a one-process job on `host` (a SimulatedHost payload) before the job comes;
+    the fork server then hands this child only a job that fits it (contract.fits_ahead). spare: first fork the
+    process that runs a graded job's first copy elsewhere, which does the same for itself (elsewhere.fork_spare)."""
+    from app.harness import elsewhere, grade, session
 
-    session.ahead(host)
+    def prepare() -> None:
+        if warm is not None:
+            warm()
+        session.ahead(host)
+
+    if spare:  # before this process warms its pages: those stay its own, not shared with the spare
+        elsewhere.fork_spare(prepare, grade.serve_spare)
+    prepare()
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
@@ -67,7 +75,8 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     itself (launch.py); machines: the sandbox's machine keepers, which fork the ranks of a job of several
     machines in each machine's own files (app/sandbox/nodes.py).
     """
-    from app.harness import grade as _grade  # each loaded already in the fork server (load())
+    from app.harness import elsewhere as _elsewhere  # each loaded already in the fork server (load())
+    from app.harness import grade as _grade
     from app.harness import launch as _launch
     from app.harness import launchers as _launchers
     from app.harness import plain as _plain
@@ -77,6 +86,8 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     from app.harness.machine import clock as _clock
 
     key_source = request_key or channel.no_key
+    if payload.get("mode") != "grade":
+        _elsewhere.drop_spare()  # only a graded run's copy uses it
     if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks
         os.environ.update(_launchers.of(payload)["env"])
     if int(payload.get("nproc") or 1) > 1:

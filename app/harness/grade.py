@@ -21,7 +21,7 @@ import torch
 
 from app.harness import session, stdio
 from app.harness.contract import GradeSpec, JobPayload, Report
-from app.harness.elsewhere import Elsewhere
+from app.harness.elsewhere import Elsewhere, drop_spare
 from app.harness.machine.builds import Availability
 from app.harness.machine.clock import CLOCK, REAL_PERF
 from app.harness.tracing import placement
@@ -224,19 +224,10 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     KEPT_NAMESPACES.append(namespace)
     elsewhere = Elsewhere()
     if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
-
-        def run_on(host):
-            # in the forked child: only how the program ends comes back, so the hooks that gather facts go
-            tracer.stop_observing(batches=not host.simulated)
-            if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
-                tracer.uninstall()
-            if host.mps and tracer.mps is not None:  # a Mac reads PYTORCH_ENABLE_MPS_FALLBACK at `import torch`
-                tracer.mps.fallback = None
-                tracer.mps.watch_import(filename)
-            avail.become(host)  # for good: the child ends with this run
-            other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
-            return _run_learner(code, filename, other, lambda text: None)
-        elsewhere.start(grade["elsewhere"], run_on)
+        spare_job = {"code": code, "filename": filename, "host": payload.get("host")}
+        elsewhere.start(grade["elsewhere"], lambda host: _run_elsewhere(job, code, filename, host), spare_job)
+    else:
+        drop_spare()
     outcome = _run_learner(code, filename, namespace, show_traceback or sys.stderr.write)
     # the learner's run, not the probe's: its figures, and its first events for the page to draw
     timeline = CLOCK.timeline(VERDICT_EVENTS) if job.simulated and CLOCK.active else None
@@ -252,6 +243,33 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
               "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
               "dist": job.distributed.final(), "elsewhere": elsewhere.collect(), "timeline": timeline}
     return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
+
+
+def _run_elsewhere(job: session.Session, code: str, filename: str, host) -> dict:
+    """In a copy (a forked child, or the spare): run the learner's file on `host`; return how it ended. Only that
+    comes back, so the hooks that gather facts go."""
+    tracer, avail = job.tracer, job.availability
+    tracer.stop_observing(batches=not host.simulated)
+    if not host.simulated:  # a CPU-only build: torch itself answers every device question, untraced
+        tracer.uninstall()
+    if host.mps and tracer.mps is not None:  # a Mac reads PYTORCH_ENABLE_MPS_FALLBACK at `import torch`
+        tracer.mps.fallback = None
+        tracer.mps.watch_import(filename)
+    avail.become(host)  # for good: the copy ends with this run
+    other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    return _run_learner(code, filename, other, lambda text: None)
+
+
+def serve_spare(command: dict, host) -> dict:
+    """In the spare (elsewhere.fork_spare): take the program as the graded run did (its file's lines, the session
+    built ahead) and run it on `host`. What the job process sets up at its hand-over (app/sandbox/child.py) and a
+    forked copy would inherit is set up here too: no bytecode written, stdin read as text."""
+    sys.dont_write_bytecode = True
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
+    filename, code = command["filename"], command["code"]
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    job = session.prepare({"host": command["host"], "nproc": 1}, filename, grading=True)
+    return _run_elsewhere(job, code, filename, host)
 
 
 def _current(name: str):

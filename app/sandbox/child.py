@@ -101,6 +101,7 @@ class ChildProcess:
     status: int
     warm: warmmod.Warm | None = None  # set for the spawn-then-isolate pool's children
     ahead: dict | None = None  # the host whose session it built ahead (a SimulatedHost payload): jobs that fit only
+    spare: bool = False  # with ahead: it also forked a spare for a graded job's copy (harness/elsewhere.py)
     net: str | None = None  # LOOPBACK or RANKS: a job with its own loopback (jobqueue.network_of)
     pids_seen: set[int] = field(default_factory=set)  # the job's pids, for the GPU slot's release check
     setup_out: bytearray = field(default_factory=bytearray)  # what it printed before it was given a job
@@ -108,14 +109,15 @@ class ChildProcess:
 
 
 def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: str | None = None,
-          isolate: bool = True, userns: bool = False, ahead: dict | None = None) -> ChildProcess:
+          isolate: bool = True, userns: bool = False, ahead: dict | None = None, spare: bool = False) -> ChildProcess:
     """Have the zygote fork a child that isolates itself (warm: warms up first) and waits for its payload; return
     its pipes, without waiting for the fork (its pid comes later: zygote.py). The pipes are made here, in the
     server, and only their child ends travel to the zygote, so a job can be handed over before its child exists.
 
     net: LOOPBACK or RANKS, the child is made for a job with its own loopback (see _isolate). ahead: a host
     (SimulatedHost payload) whose session the child builds once isolated, before its job comes (app/harness/
-    session.py ahead); it may then only be given a job that fits it."""
+    session.py ahead); it may then only be given a job that fits it. spare: with ahead, it also forks the process
+    that runs a graded job's first copy elsewhere (app/harness/elsewhere.py fork_spare)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -124,7 +126,8 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
     fcntl.fcntl(pay_w, fcntl.F_SETPIPE_SZ, PAYLOAD_PIPE_BYTES)
     request = {"limits": limits.to_dict(), "slot": slot, "net": net, "isolate": isolate, "userns": userns,
                "cgroup": cgroup.to_dict() if cgroup is not None else None,
-               "warm": warm.to_dict() if warm is not None else None, "ahead": ahead}
+               "warm": warm.to_dict() if warm is not None else None, "ahead": ahead,
+               "spare": bool(spare and ahead)}
     try:
         zygote.request_child(request, [out_w, err_w, pay_r, rep_w, st_w])
     except BaseException:
@@ -136,7 +139,8 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
             os.close(fd)
     for fd in (out_r, err_r, rep_r, st_r):
         os.set_blocking(fd, False)
-    return ChildProcess(None, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm, ahead, net=net)
+    return ChildProcess(None, slot, limits, cgroup, out_r, err_r, rep_r, pay_w, st_r, warm, ahead,
+                        spare=bool(spare and ahead), net=net)
 
 
 def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) -> None:
@@ -147,7 +151,7 @@ def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) 
     warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
     ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
     _outer_child(ctx, limits_type.from_dict(request["limits"]), int(request["slot"]), cgroup, fds, warm,
-                 request["net"], request.get("ahead"))
+                 request["net"], request.get("ahead"), bool(request.get("spare")))
 
 
 def _arrange_fds(fds: list[int]) -> None:
@@ -163,7 +167,7 @@ def _arrange_fds(fds: list[int]) -> None:
 
 
 def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, net: str | None,
-                 ahead: dict | None = None) -> None:
+                 ahead: dict | None = None, spare: bool = False) -> None:
     """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns.
 
     Namespaces are unshared here, in a process with one thread, also for a warm-first child: its job process
@@ -182,14 +186,14 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, 
             os._exit(SETUP_FAILED)
         if not ctx.isolate:
             os.setsid()  # unsafe mode: the server kills the job by process group
-            _job_process(ctx, limits, slot, warm, net, ahead)
+            _job_process(ctx, limits, slot, warm, net, ahead, spare)
         if ctx.userns:
             _enter_user_namespace()
         else:
             isolation.unshare(isolation.JOB_NAMESPACES)
         pid = os.fork()
         if pid == 0:
-            _job_process(ctx, limits, slot, warm, net, ahead)
+            _job_process(ctx, limits, slot, warm, net, ahead, spare)
         os.closerange(0, 6)
         _mirror_exit(pid)
     except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
@@ -298,12 +302,14 @@ def _read_payload(channel) -> dict:
     return json.loads(channel.read_payload(PAYLOAD_FD))
 
 
-def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: dict | None = None) -> None:
+def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: dict | None = None,
+                 spare: bool = False) -> None:
     """(Warm up,) isolate, (build the session ahead,) signal readiness, wait for the payload and run the harness.
     Never returns.
 
     ahead: the host whose simulated session the harness builds now, isolated (the job's environment, root, uid
-    and seccomp filter), before the payload comes; the job's wall clock starts at hand-over, after it."""
+    and seccomp filter), before the payload comes; the job's wall clock starts at hand-over, after it. spare: it
+    also forks the spare that runs a graded job's first copy (app/harness/elsewhere.py), before warming its pages."""
     try:
         if warm:
             if ctx.isolate and warm.gpu is not None and warm.dev_root == warmmod.HOST_DEV:
@@ -313,8 +319,7 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
         if machine is not None:  # a machine keeper: it serves the launcher, never runs the job
             nodes.serve(machines[machine], ctx.harness.start_rank, (PAYLOAD_FD, REPORT_FD, STATUS_FD))
         if ahead:
-            startup.warm_pages()
-            ctx.harness.prepare_ahead(ahead)
+            ctx.harness.prepare_ahead(ahead, warm=startup.warm_pages, spare=spare)
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)

@@ -40,3 +40,53 @@ def test_a_copy_that_stopped_names_the_exception_and_the_learners_line():
     assert ended["completed"] and ended["finished"] is False
     assert ended["exception"] == {"type": "AssertionError", "line": 7,
                                   "message": "Torch not compiled with CUDA enabled\nsecond line"}
+
+
+def test_a_spare_forked_before_the_job_runs_the_first_copy_and_the_rest_are_forked():
+    ran = []
+
+    def prepare():
+        ran.append("prepared")  # in the spare only: the test process never sees it
+
+    def serve(command, host):
+        return {"finished": False, "exception": {"type": "RuntimeError", "line": 2,
+                                                 "message": f"{command['code']} on {command['machine']['id']}"}}
+
+    elsewhere.fork_spare(prepare, serve)
+    copies = elsewhere.Elsewhere()
+    mac = {"id": "mac", "title": "A Mac", "host": None}
+    copies.start([LAPTOP, mac], lambda host: {"finished": True, "exception": None},
+                 {"code": "from the spare", "filename": "main.py", "host": None})
+    assert elsewhere._SPARE is None and ran == []
+    laptop, other = copies.collect()
+    assert laptop["exception"] == {"type": "RuntimeError", "line": 2, "message": "from the spare on cpu"}
+    assert other == {"machine": "mac", "title": "A Mac", "finished": True, "exception": None, "completed": True}
+
+
+def test_a_spare_that_is_gone_leaves_its_copy_to_a_fork():
+    def prepare():
+        raise RuntimeError("could not build the session")
+
+    elsewhere.fork_spare(prepare, lambda command, host: {"finished": False, "exception": None})
+    os.waitpid(elsewhere._SPARE.pid, 0)  # it ended before its job came
+    copies = elsewhere.Elsewhere()
+    copies.start([LAPTOP], lambda host: {"finished": True, "exception": None},
+                 {"code": "x = 1", "filename": "main.py", "host": None})
+    assert copies.collect() == [{"machine": "cpu", "title": "A CPU-only laptop", "finished": True, "exception": None,
+                                 "completed": True}]
+
+
+def test_a_job_without_copies_stops_the_spare_and_a_job_without_a_spare_forks_its_copies():
+    elsewhere.fork_spare(lambda: None, lambda command, host: {"finished": True, "exception": None})
+    pid = elsewhere._SPARE.pid
+    elsewhere.drop_spare()
+    assert elsewhere._SPARE is None
+    try:
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status)  # killed waiting: it ran nothing
+    except ChildProcessError:  # drop_spare reaped it already
+        pass
+    copies = elsewhere.Elsewhere()
+    copies.start([LAPTOP], lambda host: {"finished": True, "exception": None},
+                 {"code": "x = 1", "filename": "main.py", "host": None})
+    assert copies.collect()[0]["completed"]

@@ -51,8 +51,8 @@ class Server:
         self.defaults = "defaults"
         self.spawned: list = []
 
-    def spawn_child(self, limits, net=None, ahead=None):
-        child = SimpleNamespace(limits=limits, net=net, ahead=ahead, ready=True)
+    def spawn_child(self, limits, net=None, ahead=None, spare=False):
+        child = SimpleNamespace(limits=limits, net=net, ahead=ahead, spare=spare, ready=True)
         self.spawned.append(child)
         return child
 
@@ -86,6 +86,27 @@ def test_a_job_takes_a_ready_child_before_one_still_building():
     built.ready = False  # still isolating itself, or building the session
     assert pool.take("defaults", None, payload()) is plain  # the ready one, though it built nothing
     assert pool.take("defaults", None, payload()) is built  # then the one that is getting ready
+
+
+def test_one_child_that_built_ahead_has_a_spare_for_a_graded_jobs_copy_and_such_jobs_prefer_it():
+    server = Server()
+    pool = pools.PreforkPool(server, 2, HOST)
+    pool.refill()
+    assert [(c.ahead, c.spare) for c in pool.waiting] == [(HOST, True), (HOST, False), (None, False)]
+    graded = payload(mode="grade", grade={"exercise": "x", "probe": None,
+                                          "elsewhere": [{"id": "cpu", "title": "A laptop", "host": None}]})
+    without_copies = payload(mode="grade", grade={"exercise": "x", "probe": None})
+    spare, built, _plain = pool.waiting
+    assert pool.take("defaults", None, payload()) is built  # a run: the one without a spare
+    assert pool.take("defaults", None, without_copies) is spare  # no other built ahead: it serves too
+    pool.refill()
+    assert [(c.ahead, c.spare) for c in pool.waiting] == [(None, False), (HOST, True), (HOST, False)]
+    assert pool.take("defaults", None, graded).spare
+    pool.refill()
+    assert pool.take("defaults", None, graded).spare
+    single = pools.PreforkPool(Server(), 1, HOST)  # with one child built ahead, every job takes it: no spare
+    single.refill()
+    assert [c.spare for c in single.waiting] == [False, False]
 
 
 def test_a_pool_without_a_host_to_build_keeps_its_size_of_plain_children():

@@ -1,0 +1,88 @@
+"""A graded job's first copy on another machine, run by the spare its waiting child forked before the job came
+(app/harness/elsewhere.py fork_spare; the pool gives one to one of its children, app/sandbox/pools.py), through the
+front door: it ends as a copy forked by the graded run does, and reaches the fork server no more than one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from app.content.exercises import load_exercises
+from app.core.config import ROOT
+from app.grading.grader import build_job, evaluate
+from app.runner import BlockingRunner
+from tests.helpers import make_settings
+from tests.security.hostile import program
+
+# the copy on the laptop says whether its process is older than its job: the spare was forked with its waiting
+# child, seconds before; a copy forked by the graded run starts with it
+AGED = """\
+import os
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cpu":
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    age = float(open("/proc/uptime").read().split()[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    raise RuntimeError("an old process" if age > 0.5 else "a new process")
+x = torch.ones(3, device=device)
+print(x.sum().item())
+"""
+SETTLE_S = 2.5  # s; long enough for the pool's children (and the spare) to be waiting before a job comes
+
+
+@pytest.fixture(scope="module")
+def spared(tmp_path_factory):
+    """A real sandbox with two children built ahead, one of them with a spare."""
+    with BlockingRunner(make_settings(tmp_path_factory.mktemp("spare"), sandbox_prefork=2)) as runner:
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def exercises():
+    return load_exercises(ROOT / "exercises")
+
+
+def _laptop(runner, job):
+    time.sleep(SETTLE_S)
+    result = runner.run(job)
+    assert result.status == "ok" and result.report, result
+    [laptop] = result.report["elsewhere"]
+    return laptop
+
+
+def test_the_spare_runs_the_copy_and_it_ends_as_a_forked_copy_does(spared, exercises):
+    training = exercises["training-loop"]
+    job, _ = build_job(training, AGED)
+    own_limits = replace(spared.runner.limits, wall_s=spared.runner.limits.wall_s + 1)  # a child forked for it
+    spare, forked = _laptop(spared, job), _laptop(spared, replace(job, limits=own_limits))
+    assert spare["exception"]["message"] == "an old process"
+    assert forked["exception"]["message"] == "a new process"
+    for copy in (spare, forked):
+        copy["exception"].pop("message")
+    assert spare == forked == {"machine": "cpu", "title": spare["title"], "finished": False, "completed": True,
+                               "exception": {"type": "RuntimeError", "line": 8}}
+
+
+def test_the_solution_graded_with_its_copy_in_the_spare_passes(spared, exercises):
+    for slug in ("training-loop", "runs-on-a-mac"):
+        exercise = exercises[slug]
+        job, key = build_job(exercise, exercise.solution)
+        time.sleep(SETTLE_S)
+        verdict = evaluate(exercise, spared.run(job), key, exercise.solution)
+        assert verdict.status == "passed", verdict
+
+
+def test_the_copy_in_the_spare_cannot_reach_the_server(spared, exercises):
+    """As tests/security/test_job_isolation.py asks of a forked copy: the copy that asks for the key first must not
+    be the one that gets it."""
+    same_device = exercises["same-device"]
+    job, key = build_job(same_device, program("ask_for_the_key_elsewhere") + same_device.solution)
+    time.sleep(SETTLE_S)
+    result = spared.run(job)
+    assert "GOT_KEY 32" in result.stdout, result  # the graded run asked after the copy, and still got the key
+    assert result.report is None and "asked for the grader's key itself" in result.stderr, result
+    assert evaluate(same_device, result, key).status == "failed"
