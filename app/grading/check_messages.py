@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from app.grading.facts import at
-from app.grading.syntax import syntax_tree
+from app.grading.syntax import syntax_nodes
 from app.grading.verdict import CheckResult
 
 # the check that reports a crash as such: others may share its line and still explain the crash
@@ -77,11 +77,8 @@ def _sentences_once(results: list[CheckResult]) -> list[CheckResult]:
 
 def unreachable_after(code: str | None) -> dict[int, tuple[int, int, str]]:
     """Map each line that ends its block early (`return`, `raise`, ...) to the lines after it that never run."""
-    tree = syntax_tree(code)
-    if tree is None:
-        return {}
     ends: dict[int, tuple[int, int, str]] = {}
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if not isinstance(block, list):

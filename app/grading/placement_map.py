@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.grading.syntax import syntax_tree
+from app.grading.syntax import syntax_nodes
 
 Event = Literal["to_device", "to_host", "sync", "mismatch", "created_on_device"]
 # entries in one verdict; the harness keeps 400, a page shows far fewer lines of code
@@ -55,11 +55,8 @@ class PlacementTotals(BaseModel):
 
 def loop_lines(code: str | None) -> set[int]:
     """The lines inside the body of a `for` or `while` loop (or a comprehension) of the learner's code."""
-    tree = syntax_tree(code)
-    if tree is None:
-        return set()
     lines: set[int] = set()
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             for stmt in node.body:
                 lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
@@ -73,11 +70,8 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
 
     A tensor made on a device, or a model moved there, has no name yet when the harness sees it (the assignment
     comes after the call); its line's assignment names it."""
-    tree = syntax_tree(code)
-    if tree is None:
-        return {}
     names: dict[int, list[str]] = {}
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             found = [ast.unparse(t) for target in targets
@@ -90,11 +84,8 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
 
 def moved_names(code: str | None) -> dict[int, list[str]]:
     """Per line, the expressions copied with `.to()`/`.cuda()`/`.cpu()` (`self.mean.to(x.device)`: self.mean)."""
-    tree = syntax_tree(code)
-    if tree is None:
-        return {}
     out: dict[int, list[str]] = {}
-    for node in ast.walk(tree):
+    for node in syntax_nodes(code):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("to", "cuda", "cpu") and isinstance(node.func.value, (ast.Name, ast.Attribute)):
             names = out.setdefault(node.lineno, [])

@@ -17,6 +17,9 @@ _PARSE = threading.Lock()
 _TREES: dict[tuple[str, str], ast.Module | None] = {}
 TREES_KEPT = 8
 _UNPARSED = object()
+# the latest trees' nodes in ast.walk's order, by tree: each of those four readings walked the whole tree again
+# (~0.1 ms apiece for training-loop's 25 lines, 40% of a verdict's CPU outside the sandbox)
+_NODES: dict[int, tuple[ast.Module, tuple[ast.AST, ...]]] = {}
 
 
 def syntax_tree(code: str | None, filename: str = "<unknown>") -> ast.Module | None:
@@ -35,4 +38,18 @@ def syntax_tree(code: str | None, filename: str = "<unknown>") -> ast.Module | N
         return tree
 
 
-__all__ = ["syntax_tree"]
+def syntax_nodes(code: str | None) -> tuple[ast.AST, ...]:
+    """Every node of the module's tree, in `ast.walk`'s order; () when the code does not parse (syntax_tree)."""
+    tree = syntax_tree(code)
+    if tree is None:
+        return ()
+    with _PARSE:
+        kept = _NODES.get(id(tree))
+        if kept is None or kept[0] is not tree:  # the id of a tree dropped from _TREES may come back
+            if len(_NODES) >= TREES_KEPT:
+                del _NODES[next(iter(_NODES))]
+            kept = _NODES[id(tree)] = (tree, tuple(ast.walk(tree)))
+        return kept[1]
+
+
+__all__ = ["syntax_nodes", "syntax_tree"]
