@@ -311,7 +311,7 @@ class Tracer(Hooks, Simulation):
             frame, nearest = self.learner_frames(start=caller)
             line = nearest.f_lineno if nearest is not None else None
             if frame is not None:
-                self.count_op(frame.f_lineno, name, tuple(t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]))
+                self.count_op(frame.f_lineno, name, tuple([t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]]))
             try:
                 out = func(*args, **kwargs)
             except RuntimeError as exc:  # as run_simulated: a meta tensor torch made itself met one with values
