@@ -220,9 +220,11 @@ class Tracer(Hooks, Simulation):
         t = args[0]
         if not setting and self.simulated and isinstance(t, torch.Tensor):
             label = t.__dict__.get("_pt_dev")
-            if attr == "device" and label:
+            if not label:  # a host tensor's property: nothing to answer from a label, nothing to carry on
+                return func(*args)
+            if attr == "device":
                 return _device_object(label)
-            if attr in ("is_cuda", "is_mps", "is_cpu") and label:
+            if attr in ("is_cuda", "is_mps", "is_cpu"):
                 return label.startswith(attr[3:])
         if setting and attr == "data" and self.simulated and isinstance(args[1], torch.Tensor):
             started = _cpu()
