@@ -78,6 +78,7 @@ class Hooks:
         for handle in getattr(self, "_observers", ()):
             handle.remove()
         self._observers = []
+        self.observing = False  # nor does the mode count or describe the program's calls (Tracer.observing)
         if module_frames:
             self._observers.append(torch.nn.modules.module.register_module_forward_pre_hook(_no_facts))
         if batches and _ORIG_NEXT is not None:
@@ -125,7 +126,8 @@ class Hooks:
             tracer.batches += 1
             for t in tensors_in(batch):
                 t._pt_batch, t._pt_moved = index, False
-            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
+            if tracer.observing:
+                tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
             return batch
         dataloader._BaseDataLoaderIter.__next__ = __next__
 

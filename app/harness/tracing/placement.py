@@ -85,6 +85,9 @@ class Tracer(Hooks, Simulation):
         self.mode: PlacementMode | None = None
         self.mps = None  # the Mac's GPU (machine/mps.py), set by the session
         self._frame_kinds: dict[tuple, dict] = {}  # plumbing -> {code object: _LEARNER, _BETWEEN or _ELSEWHERE}
+        # False once nobody will read the facts (Hooks.stop_observing): the calls the program makes are then only
+        # simulated, not counted or described
+        self.observing = True
 
     # ---------------------------------------------------------------- facts
     def count_op(self, line: int, name: str, devices: tuple) -> None:
@@ -312,7 +315,7 @@ class Tracer(Hooks, Simulation):
         try:
             frame, nearest = self.learner_frames(start=caller)
             line = nearest.f_lineno if nearest is not None else None
-            if frame is not None:
+            if frame is not None and self.observing:
                 self.count_op(frame.f_lineno, name, tuple([t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]]))
             try:
                 out = func(*args, **kwargs)
@@ -352,7 +355,7 @@ class Tracer(Hooks, Simulation):
         frame, nearest = self.learner_frames(start=sys._getframe(3))
         line = nearest.f_lineno if nearest is not None else None
         ins = call_tensors(args, kwargs)  # once: counting, the mixing check, propagating and the charge read them
-        if frame is not None:
+        if frame is not None and self.observing:
             self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if name == "backward":
             label = next((t.__dict__.get("_pt_dev") for t in tensors_in(args[:1]) if "_pt_dev" in t.__dict__),
@@ -447,6 +450,13 @@ class Tracer(Hooks, Simulation):
     def _observe(self, name, args, kwargs, out, move=None, non_blocking=False, frame=_UNSET) -> None:
         """Record the facts the grader reads: moves, host reads, backward, losses. `frame`: the learner's frame
         that made the call directly (learner_frame(direct=True)), when the caller looked it up already."""
+        if not self.observing:  # no facts; only the loss mark, which decides how later calls on the loss are traced
+            if name == "backward" and args and isinstance(args[0], torch.Tensor):
+                if frame is _UNSET:
+                    frame = self.learner_frame(direct=True)
+                if frame is not None:
+                    args[0]._pt_loss = True
+            return
         frame, names = self._map(name, args, kwargs, out, move, frame)
         if name in _LOSS_FUNCTIONS:
             if not self.keeping("loss_fn"):  # past the kept ones only counted: no frame, no names to look up
@@ -570,7 +580,7 @@ class PlacementMode(TorchFunctionMode):
         if not watched and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
-            if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
+            if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__" and self.tracer.observing:
                 tensors = call_tensors(args, kwargs)
                 self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
             if self.tracer.simulated:
