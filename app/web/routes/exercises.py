@@ -71,7 +71,7 @@ router = APIRouter(tags=["exercises"], lifespan=lifespan)
 # --- dependencies ---------------------------------------------------------------------------------------
 
 
-def get_exercise(slug: str, request: Request) -> Exercise:
+async def get_exercise(slug: str, request: Request) -> Exercise:  # async: a lookup, no thread hop
     """Return the exercise named in the path; 404 if the course has none by that slug."""
     exercise = request.app.state.course.exercises.get(slug)
     if exercise is None:
