@@ -176,6 +176,18 @@ async def require_csrf(request: Request) -> None:
         )
 
 
+# --- a learner's own verdicts -------------------------------------------------------------------------------
+
+
+async def own_verdicts_stored(request: Request) -> None:
+    """Hold a request until every verdict its learner was shown is stored (app/submissions/live.py shows a verdict
+    while storing it): the attempts a page asks for right after a verdict include it. At once when none is being
+    stored, or without a hub (an app without its lifespan)."""
+    hub = getattr(request.app.state, "live", None)
+    if hub is not None:
+        await hub.stored(request.state.learner_id)
+
+
 # --- rate limits (slowapi's Limiter holds the counters; one per app so tests don't share them) ---------------
 
 
@@ -250,6 +262,7 @@ __all__ = [
     "CourseDep",
     "KnownLesson",
     "require_csrf",
+    "own_verdicts_stored",
     "rate_limit",
     "per_person_limits",
     "make_limiter",
