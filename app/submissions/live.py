@@ -199,6 +199,8 @@ class LiveHub:
         grading = prepare(exercise, code, limits=self.runner.limits, machine=machine)
         handle = await self.runner.submit(grading.job)
         try:
+            # the job runs already; its row, which counts this attempt against the ones before, follows their writes
+            await self.stored(learner_id)
             row = await anyio.to_thread.run_sync(self._record_row, learner_id, exercise.slug, code,
                                                  exercise.starter, machine)
         except BaseException:  # the database failed, or the request went away: stop the run too

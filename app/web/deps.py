@@ -182,10 +182,21 @@ async def require_csrf(request: Request) -> None:
 async def own_verdicts_stored(request: Request) -> None:
     """Hold a request until every verdict its learner was shown is stored (app/submissions/live.py shows a verdict
     while storing it): the attempts a page asks for right after a verdict include it. At once when none is being
-    stored, or without a hub (an app without its lifespan)."""
+    stored, or without a hub (an app without its lifespan), or for a route that waits itself (`waits_later`)."""
     hub = getattr(request.app.state, "live", None)
-    if hub is not None:
+    if hub is not None and not getattr(request.scope.get("endpoint"), WAITS_LATER, False):
         await hub.stored(request.state.learner_id)
+
+
+WAITS_LATER = "waits_for_own_verdicts_later"
+
+
+def waits_later(endpoint):
+    """Mark a route that waits for its learner's verdict writes itself, later than own_verdicts_stored would: a
+    submission starts its job first, and only its row, written while the job runs, must come after them
+    (LiveHub.submit). Put it under the route's decorator."""
+    setattr(endpoint, WAITS_LATER, True)
+    return endpoint
 
 
 # --- rate limits (slowapi's Limiter holds the counters; one per app so tests don't share them) ---------------
@@ -263,6 +274,7 @@ __all__ = [
     "KnownLesson",
     "require_csrf",
     "own_verdicts_stored",
+    "waits_later",
     "rate_limit",
     "per_person_limits",
     "make_limiter",

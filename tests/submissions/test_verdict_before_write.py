@@ -56,6 +56,23 @@ def test_the_verdict_shown_is_the_one_stored_and_the_next_request_finds_it(live_
     assert attempts[0]["id"] == started["id"] and attempts[0]["status"] == shown["status"] != "running"
 
 
+def test_a_submission_right_after_a_verdict_is_stored_after_that_verdict(live_app, learner, monkeypatch):
+    written = threading.Event()
+    monkeypatch.setattr(live_app.state.live, "_finish", slowed(live_app.state.live, written))
+    first = submit(learner, "print('one')\n")
+    parse_sse(learner.get(first["events"]).text)
+    assert not written.is_set()
+
+    # the route does not wait up front (its job starts at once); its row, which counts it against the attempts
+    # before it, is written after the first verdict's
+    second = submit(learner, "print('two')\n")
+    assert written.is_set()
+    assert parse_sse(learner.get(second["events"]).text)[-1][0] == "verdict"
+    attempts = learner.get(f"/api/exercises/{EXERCISE}/submissions").json()["attempts"]
+    assert [a["id"] for a in attempts[:2]] == [second["id"], first["id"]]
+    assert "running" not in {a["status"] for a in attempts[:2]}
+
+
 def test_stopping_the_app_stores_a_shown_verdict_as_shown(tmp_path):
     app = create_app(make_settings(tmp_path, migrate=True))
     written = threading.Event()
