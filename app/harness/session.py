@@ -75,15 +75,23 @@ def prepare(payload: JobPayload, filename: str, *, grading: bool) -> Session:
     """Install the simulated host the payload describes (and the tracer); return the pieces.
 
     In a rank of a job of several ranks (payload `rank`), the rank's own GPU is cuda:LOCAL_RANK. Where this process
-    built the session ahead (ahead()), the job takes it over: it must fit it."""
+    built the session ahead (ahead()), the job takes it over: it must fit it.
+
+    A run that is not graded reports no facts, so the tracer's hooks that only gather them go (Hooks.stop_observing,
+    as on elsewhere.py's other machines): every module call and optimizer step of a training loop paid for them.
+    The simulation stays as it was, and so do nn.Module's frames in a traceback (an empty hook keeps them)."""
     global _AHEAD
     if _AHEAD is not None:
         host, built = _AHEAD
         if not fits_ahead(payload, host):  # the fork server never hands such a job to this child
             raise RuntimeError("this sandbox child built the simulated host of another machine than its job's")
         _AHEAD = None
-        return _take_over(built, filename)
-    return _build(payload, filename, grading=grading)
+        job = _take_over(built, filename)
+    else:
+        job = _build(payload, filename, grading=grading)
+    if not grading:
+        job.tracer.stop_observing(batches=False, module_frames=True)
+    return job
 
 
 def _take_over(built: Session, filename: str) -> Session:

@@ -421,8 +421,12 @@ class DeviceClock:
         """One op launched on a simulated GPU: its kernel queued on the current stream, the host's launch paid."""
         if name in NO_KERNEL or self._inside_nccl:
             return
-        if outs and not name.endswith("_") and all(t._is_view() for t in outs):
-            return  # a view of its input: no kernel
+        if outs and not name.endswith("_"):
+            for t in outs:
+                if not t._is_view():
+                    break
+            else:
+                return  # a view of its input: no kernel
         self._touched = True
         dtype = (ins[0] if ins else outs[0]).dtype if (ins or outs) else torch.float32
         if name in _MATMULS:
@@ -443,10 +447,14 @@ class DeviceClock:
         self._queue(self.stream(device), seconds, name, "kernel")
         self.gpu_busy += seconds
         self.kernels += 1
-        if torch.is_grad_enabled() and any(t.requires_grad for t in outs):
-            self.pending_backward += seconds
-            self.pending_kernels += 1
-        self._advance(LAUNCH_S)
+        if torch.is_grad_enabled():
+            for t in outs:
+                if t.requires_grad:
+                    self.pending_backward += seconds
+                    self.pending_kernels += 1
+                    break
+        self.host += LAUNCH_S  # _advance, written out (every op comes here)
+        self.added += LAUNCH_S
 
     def backward(self, device: str, line: int | None) -> None:
         """loss.backward(): the backward kernels of the forward work since the last one (twice its time: each

@@ -16,6 +16,7 @@ from app.harness.contract import SimulatedHost
 from app.harness.wording import messages
 
 _REAL_DEVICE = torch._C.device  # the C type; `torch.device` may be replaced by builds.DeviceType
+LABELS_KEPT = 256  # device names whose label is remembered
 
 
 class Devices:
@@ -25,6 +26,7 @@ class Devices:
         self.host = host
         self.visible: list[int] | None = None  # physical ordinals, fixed at initialisation
         self.current = 0  # the index torch.cuda.current_device() answers
+        self._labels: dict[tuple, str] = {}  # (device or its name, current) -> label (label())
 
     # ------------------------------------------------------------------ counting
     def count(self) -> int:
@@ -74,6 +76,18 @@ class Devices:
         """The label of a tensor placed on `device` ("cuda:1"); ints name the build's accelerator."""
         if isinstance(device, int) and not isinstance(device, bool):
             return f"{self.host.accelerator or 'cuda'}:{device}"
+        kind = type(device)
+        if kind is _REAL_DEVICE or kind is str:  # a name met before (each batch's `.to(device)`): looked up
+            key = (device, self.current)
+            label = self._labels.get(key)
+            if label is None:
+                label = self._labels[key] = self._label(device)
+                if len(self._labels) > LABELS_KEPT:  # a program naming ever new devices: start again
+                    self._labels.clear()
+            return label
+        return self._label(device)
+
+    def _label(self, device) -> str:
         d = device if isinstance(device, _REAL_DEVICE) else _REAL_DEVICE(device)
         if d.type == "cpu":
             return "cpu"

@@ -95,7 +95,8 @@ class Memory:
         entry = self.live.get(key)
         if entry is None:
             index = int(label[5:])
-            block = self.device(index).malloc(nbytes)  # raises torch.OutOfMemoryError as the card would
+            allocator = self.allocators.get(index) or self.device(index)
+            block = allocator.malloc(nbytes)  # raises torch.OutOfMemoryError as the card would
             entry = self.live[key] = [index, block, 0, label, ptr, 0 if dataless else nbytes]
             if ptr:
                 self._ptrs[ptr] = key
@@ -124,7 +125,16 @@ class Memory:
         started = _cpu()
         try:
             if self._refs.pop(id(ref), None) is not None:
-                self._release(ref.key)
+                # _release, written out
+                entry = self.live.get(ref.key)
+                if entry is not None:
+                    entry[2] -= 1
+                    if entry[2] <= 0:
+                        del self.live[ref.key]
+                        if entry[4]:
+                            self._ptrs.pop(entry[4], None)
+                        self.host_bytes -= entry[5]
+                        self.allocators[entry[0]].free(entry[1])
         finally:
             CLOCK._cpu_mark += _cpu() - started
 

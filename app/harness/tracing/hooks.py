@@ -67,15 +67,20 @@ class Hooks:
         self._patch_module_moves()
         self._watch_device_queries()
 
-    def stop_observing(self, *, batches: bool) -> None:
+    def stop_observing(self, *, batches: bool, module_frames: bool = False) -> None:
         """Remove the hooks that only gather facts, for a run whose facts nobody reads (elsewhere.py's run on
-        another machine): with no global forward hook nn.Module calls take their fast path again, and an
-        optimizer step no longer checks its gradients. What changes how the program behaves stays (the
-        simulation, module moves' ordinals). batches=True: also give DataLoader its own __next__ back (only where
-        no tracer mode runs: the patch keeps a simulated run's fetches untraced)."""
+        another machine, a run that is not graded): with no global forward hook nn.Module calls take their fast
+        path again, and an optimizer step no longer checks its gradients. What changes how the program behaves
+        stays (the simulation, module moves' ordinals). batches=True: also give DataLoader its own __next__ back
+        (only where no tracer mode runs: the patch keeps a simulated run's fetches untraced). module_frames=True:
+        a global forward hook that does nothing stays, so that nn.Module calls keep the frames the traced run
+        gives them (torch's `inner`), which a learner's traceback through a module shows."""
         for handle in getattr(self, "_observers", ()):
             handle.remove()
         self._observers = []
+        self.observing = False  # nor does the mode count or describe the program's calls (Tracer.observing)
+        if module_frames:
+            self._observers.append(torch.nn.modules.module.register_module_forward_pre_hook(_no_facts))
         if batches and _ORIG_NEXT is not None:
             dataloader._BaseDataLoaderIter.__next__ = _ORIG_NEXT
 
@@ -121,7 +126,8 @@ class Hooks:
             tracer.batches += 1
             for t in tensors_in(batch):
                 t._pt_batch, t._pt_moved = index, False
-            tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
+            if tracer.observing:
+                tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
             return batch
         dataloader._BaseDataLoaderIter.__next__ = __next__
 
@@ -237,6 +243,11 @@ class Hooks:
             self.memory.sweep_grads(valueless=any("_pt_nodata" in t.__dict__ for t in tensors))
         return None
 
+
+
+def _no_facts(module, inputs):
+    """The global forward pre-hook of a run whose facts nobody reads (stop_observing's module_frames)."""
+    return None
 
 
 def warm_up() -> None:

@@ -85,6 +85,9 @@ class Tracer(Hooks, Simulation):
         self.mode: PlacementMode | None = None
         self.mps = None  # the Mac's GPU (machine/mps.py), set by the session
         self._frame_kinds: dict[tuple, dict] = {}  # plumbing -> {code object: _LEARNER, _BETWEEN or _ELSEWHERE}
+        # False once nobody will read the facts (Hooks.stop_observing): the calls the program makes are then only
+        # simulated, not counted or described
+        self.observing = True
 
     # ---------------------------------------------------------------- facts
     def count_op(self, line: int, name: str, devices: tuple) -> None:
@@ -220,9 +223,11 @@ class Tracer(Hooks, Simulation):
         t = args[0]
         if not setting and self.simulated and isinstance(t, torch.Tensor):
             label = t.__dict__.get("_pt_dev")
-            if attr == "device" and label:
+            if not label:  # a host tensor's property: nothing to answer from a label, nothing to carry on
+                return func(*args)
+            if attr == "device":
                 return _device_object(label)
-            if attr in ("is_cuda", "is_mps", "is_cpu") and label:
+            if attr in ("is_cuda", "is_mps", "is_cpu"):
                 return label.startswith(attr[3:])
         if setting and attr == "data" and self.simulated and isinstance(args[1], torch.Tensor):
             started = _cpu()
@@ -278,15 +283,10 @@ class Tracer(Hooks, Simulation):
         call, in the same order (count, run, label and count memory, queue the kernel), without each step asking
         again what kind of call it is (~3 us of each such op's CPU, bench/README.md). Anything else returns
         _FALL_BACK before it has done anything, and the whole chain runs (tests/harness/test_fused_path.py holds
-        the two to the same report). `caller`: the frame that made the torch call."""
-        if name in _NOT_ORDINARY or not self.simulated or CLOCK.figures is None or "device" in kwargs \
-                or "pin_memory" in kwargs:
-            return _FALL_BACK
-        module = getattr(func, "__module__", "")
-        if type(module) is not str or module.startswith("torch.distributed"):  # a collective (_collective)
-            return _FALL_BACK
-        kind = autocast.active()
-        if kind and name in autocast.WATCHED:
+        the two to the same report). `caller`: the frame that made the torch call. The mode hands it only the
+        functions whose kind allows it (an ordinary op's name, no collective, no cast of autocast's: _func_info,
+        once per function); the rest it checks here, per call."""
+        if not self.simulated or CLOCK.figures is None or "device" in kwargs or "pin_memory" in kwargs:
             return _FALL_BACK
         memory = self.memory
         if memory.host_bytes >= self.devices.host.device_data_bytes:  # past the budget (Memory.over_budget)
@@ -315,8 +315,8 @@ class Tracer(Hooks, Simulation):
         try:
             frame, nearest = self.learner_frames(start=caller)
             line = nearest.f_lineno if nearest is not None else None
-            if frame is not None:
-                self.count_op(frame.f_lineno, name, tuple(t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]))
+            if frame is not None and self.observing:
+                self.count_op(frame.f_lineno, name, tuple([t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]]))
             try:
                 out = func(*args, **kwargs)
             except RuntimeError as exc:  # as run_simulated: a meta tensor torch made itself met one with values
@@ -355,7 +355,7 @@ class Tracer(Hooks, Simulation):
         frame, nearest = self.learner_frames(start=sys._getframe(3))
         line = nearest.f_lineno if nearest is not None else None
         ins = call_tensors(args, kwargs)  # once: counting, the mixing check, propagating and the charge read them
-        if frame is not None:
+        if frame is not None and self.observing:
             self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
         if name == "backward":
             label = next((t.__dict__.get("_pt_dev") for t in tensors_in(args[:1]) if "_pt_dev" in t.__dict__),
@@ -450,6 +450,13 @@ class Tracer(Hooks, Simulation):
     def _observe(self, name, args, kwargs, out, move=None, non_blocking=False, frame=_UNSET) -> None:
         """Record the facts the grader reads: moves, host reads, backward, losses. `frame`: the learner's frame
         that made the call directly (learner_frame(direct=True)), when the caller looked it up already."""
+        if not self.observing:  # no facts; only the loss mark, which decides how later calls on the loss are traced
+            if name == "backward" and args and isinstance(args[0], torch.Tensor):
+                if frame is _UNSET:
+                    frame = self.learner_frame(direct=True)
+                if frame is not None:
+                    args[0]._pt_loss = True
+            return
         frame, names = self._map(name, args, kwargs, out, move, frame)
         if name in _LOSS_FUNCTIONS:
             if not self.keeping("loss_fn"):  # past the kept ones only counted: no frame, no names to look up
@@ -550,15 +557,19 @@ class PlacementMode(TorchFunctionMode):
         self.tracer = tracer
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
         CLOCK.calls += 1  # the dispatch to this mode is the simulation's time, not the program's
-        name = getattr(func, "__name__", "")
-        if name == "__get__" or name == "__set__":
-            descriptor = getattr(func, "__self__", None)
-            if type(descriptor).__name__ == "getset_descriptor":
-                if descriptor.__name__ not in _LABELLED_PROPERTIES:  # dtype, shape, requires_grad ...
-                    return func(*args)
-                return self.tracer.on_property(func, descriptor.__name__, args)  # it measures its own work out
+        try:
+            info = _FUNCS.get(func)
+        except TypeError:  # an unhashable callable: looked at each time
+            info = None
+        if info is None:
+            info = _func_info(func)
+        name, prop, watched, ordinary, autocast_watched = info
+        if prop is not None:  # a tensor property's __get__ / __set__
+            if prop is _UNLABELLED:  # dtype, shape, requires_grad ...
+                return func(*args)
+            return self.tracer.on_property(func, prop, args)  # it measures its own work out
+        kwargs = kwargs or {}
         default = _default_device.CURRENT_DEVICE  # set_default_device / `with torch.device(...)`
         if default is not None and default.type != "cpu" and self.tracer.simulated and kwargs.get("device") is None \
                 and func in _default_device._device_constructors():
@@ -566,22 +577,52 @@ class PlacementMode(TorchFunctionMode):
             # it would fill device= only after the simulation let the call through, and a CPU-only torch cannot
             # make a CUDA tensor. Fill it here, as it would, so the simulation places the tensor.
             kwargs = {**kwargs, "device": default}
-        if name not in _WATCHED and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
+        if not watched and "device" not in kwargs and "pin_memory" not in kwargs and not _marked(args):
             # fast path: nothing labelled or marked goes in, nothing to record (e.g. a Dataset's indexing)
             caller = sys._getframe(1)
-            if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__":
+            if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__" and self.tracer.observing:
                 tensors = call_tensors(args, kwargs)
                 self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
             if self.tracer.simulated:
                 return func(*args, **kwargs)
             return self.tracer.run_recording_mismatch(func, name, args, kwargs)
-        out = self.tracer.ordinary(func, name, args, kwargs, sys._getframe(1))
-        if out is not _FALL_BACK:
-            return out
+        # the fused path (Tracer.ordinary), for a function it may take: it would fall back at once for any other,
+        # and for one autocast casts while a region is on
+        if ordinary and not (autocast_watched and autocast.active()):
+            out = self.tracer.ordinary(func, name, args, kwargs, sys._getframe(1))
+            if out is not _FALL_BACK:
+                return out
         out = self.tracer.on_call(func, name, args, kwargs)
         if name == "__repr__" and isinstance(out, str) and args and isinstance(args[0], torch.Tensor):
             return self.tracer.repr_with_device(args[0], out)
         return out
+
+
+# what the mode needs to know of each function torch hands it, looked up once per function, not per call:
+# func -> (name, the tensor property it gets or sets (_UNLABELLED: one that carries no device label) or None,
+# watched: the tracer always sees it, ordinary: Tracer.ordinary may take it, autocast casts it)
+_FUNCS: dict = {}
+# functions remembered at most (a program that hands the mode a new callable each time must not grow it forever)
+FUNCS_KEPT = 4096
+_UNLABELLED = "<unlabelled property>"
+
+
+def _func_info(func) -> tuple:
+    name = getattr(func, "__name__", "")
+    prop = None
+    if name == "__get__" or name == "__set__":
+        descriptor = getattr(func, "__self__", None)
+        if type(descriptor).__name__ == "getset_descriptor":
+            prop = descriptor.__name__ if descriptor.__name__ in _LABELLED_PROPERTIES else _UNLABELLED
+    module = getattr(func, "__module__", "")
+    ordinary = name not in _NOT_ORDINARY and type(module) is str and not module.startswith("torch.distributed")
+    info = (name, prop, name in _WATCHED, ordinary, name in autocast.WATCHED)
+    if len(_FUNCS) < FUNCS_KEPT:
+        try:
+            _FUNCS[func] = info
+        except TypeError:  # unhashable
+            pass
+    return info
 
 
 def measure_dispatch() -> float:
