@@ -30,7 +30,7 @@ from app.submissions.hub import Hub
 from app.submissions.live import LiveHub, fail_interrupted
 from app.submissions.tier_hub import CeleryHub
 from app.web import errors, readiness
-from app.web.deps import make_limiter, open_database, require_csrf
+from app.web.deps import make_limiter, open_database, own_verdicts_stored, require_csrf
 from app.web.middleware import page_cache
 from app.web.middleware.body_limit import BodyLimitMiddleware
 from app.web.middleware.forms import Utf8FormMiddleware
@@ -212,7 +212,8 @@ def create_app(settings: Settings | None = None, *, watch_content: bool = False)
     # docs_url/redoc_url None: openapi_pages serves both without a CDN or inline script; redirect_slashes False:
     # Starlette's redirect is absolute, built from the Host header; the 404 handler redirects relatively instead
     app = FastAPI(title="Devices and Tensor Placement", lifespan=lifespan, responses=errors.COMMON_RESPONSES,
-                  middleware=middleware(settings, db), dependencies=[Depends(require_csrf)], docs_url=None,
+                  middleware=middleware(settings, db),
+                  dependencies=[Depends(require_csrf), Depends(own_verdicts_stored)], docs_url=None,
                   redoc_url=None, redirect_slashes=False)  # fmt: skip
     app.state.settings = settings
     app.state.db = db

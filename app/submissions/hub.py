@@ -32,6 +32,11 @@ class Hub(Protocol):
         """Yield the run's (id, kind, data) events after event `after`: output batches, then one verdict."""
         ...
 
+    async def stored(self, learner_id: str) -> None:
+        """Return once every verdict this learner has been shown is stored (LiveHub shows one while storing it;
+        every request waits here first, app/web/deps.py own_verdicts_stored)."""
+        ...
+
     async def close(self) -> None:
         """The app is stopping: settle what this process holds (LiveHub stores unfinished runs as errors)."""
         ...

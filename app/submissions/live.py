@@ -4,9 +4,12 @@ One submission's life: `LiveHub.submit` has the grader build the job, submits it
 soon as the runner has accepted it (or refused it: `Busy`, which the web layer turns into 429);
 only an accepted job becomes a stored Submission row, so a full queue never costs the learner an attempt.
 While the job runs, every output line is appended to an in-memory `LiveRun`, which any number of subscribers
-replay from the start (a page that connects late still sees every line). When grading ends the verdict is
-stored (`app.submissions.finish.finish`, which updates progress too), pushed as the last event, and the LiveRun is
-kept a little longer for late subscribers; after that, events are rebuilt from the stored row.
+replay from the start (a page that connects late still sees every line). When grading ends the verdict is pushed
+as the last event, as the row will read once stored (`finish.as_stored`), and stored beside it
+(`app.submissions.finish.finish`, which updates progress too); the LiveRun is kept a little longer for late
+subscribers; after that, events are rebuilt from the stored row. Until the write is done, each request of that
+learner waits for it first (`LiveHub.stored`, an app-wide dependency): what the page asks next (its attempts, the
+solution's unlock) agrees with the verdict it was shown.
 
 Database work runs in worker threads (`anyio.to_thread`): SQLite may wait in its busy timeout, and the event
 loop that streams output to every learner must not wait with it.
@@ -19,6 +22,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -29,10 +33,10 @@ from app.content.exercises import Exercise
 from app.core.db import Database
 from app.core.errors import Refusal
 from app.learning import progress
-from app.models import Submission
+from app.models import Submission, utcnow
 from app.runner.base import JobHandle, OutputEvent, Rejected, Runner, check_source_text
 from app.runner.batches import BATCH_S, Batch, OutputBatcher, parse_position, stored_batches
-from app.submissions.finish import error_verdict, finish
+from app.submissions.finish import as_stored, error_verdict, finish
 from app.submissions.views import (  # re-exported: the routes and the worker read submissions through here too
     SOLUTION_AFTER_FAILURES,
     attempt_summary,
@@ -181,6 +185,8 @@ class LiveHub:
         self.runner = runner
         self.runs: dict[str, LiveRun] = {}
         self._tasks: set[asyncio.Task] = set()
+        # verdicts shown and being stored, by learner: that learner's requests wait for them (`stored`)
+        self._writes: dict[str, set[asyncio.Task]] = {}
 
     async def submit(self, *, exercise: Exercise, learner_id: str, code: str, machine: str | None = None) -> str:
         """Start grading; return the stored submission's id once the runner took the job.
@@ -193,13 +199,16 @@ class LiveHub:
         grading = prepare(exercise, code, limits=self.runner.limits, machine=machine)
         handle = await self.runner.submit(grading.job)
         try:
-            submission_id = await anyio.to_thread.run_sync(self._record, learner_id, exercise.slug, code,
-                                                           exercise.starter, machine)
+            # the job runs already; its row, which counts this attempt against the ones before, follows their writes
+            await self.stored(learner_id)
+            row = await anyio.to_thread.run_sync(self._record_row, learner_id, exercise.slug, code,
+                                                 exercise.starter, machine)
         except BaseException:  # the database failed, or the request went away: stop the run too
             await asyncio.shield(handle.cancel())
             raise
+        submission_id = row.id
         run = self.runs[submission_id] = LiveRun()
-        task = asyncio.create_task(self._grade(grading, handle, submission_id, run))
+        task = asyncio.create_task(self._grade(grading, handle, row, run))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return submission_id
@@ -211,6 +220,14 @@ class LiveHub:
                                                     code=code, starter=starter, machine=machine)
             progress.start_submission(session, submission_id=submission.id)
             return submission.id
+
+    def _record_row(self, learner_id: str, exercise_slug: str, code: str, starter: str | None = None,
+                    machine: str | None = None) -> Submission:
+        """Store the submission (`_record`) and return its row as read back, which its verdict's event is made from
+        (read while the job runs: the learner does not wait for it)."""
+        submission_id = self._record(learner_id, exercise_slug, code, starter, machine)
+        with self.db.session() as session:
+            return progress.get_submission(session, submission_id)
 
     def rehearse(self, *, exercise_slug: str, code: str, verdict: dict) -> None:
         """Store a submission and its verdict as a run does, then roll it all back: nothing stays.
@@ -233,8 +250,8 @@ class LiveHub:
             finally:
                 transaction.rollback()
 
-    async def _grade(self, grading: Grading, handle: JobHandle, submission_id: str, run: LiveRun) -> None:
-        """Follow the job in the background, push output as it comes, then store and push the verdict."""
+    async def _grade(self, grading: Grading, handle: JobHandle, row: Submission, run: LiveRun) -> None:
+        """Follow the job in the background, push output as it comes, then push the verdict and store it."""
         from app.grading.grader import follow
 
         def on_output(event: OutputEvent) -> None:
@@ -245,16 +262,39 @@ class LiveHub:
         except Exception:
             log.exception("grading %s failed", grading.exercise.slug)
             verdict = error_verdict(grading.exercise.slug)
-        stored = await anyio.to_thread.run_sync(self._finish, submission_id, verdict)
-        run.finish(stored)
+        # The write (a worker thread, 2-5 ms; longer behind another writer) is no longer between the learner and
+        # the verdict. It is a task of its own, which stopping the app does not cancel (`close` waits for it), and
+        # it is registered before the push: the learner's next request waits for it (`stored`).
+        at = utcnow()
+        write = asyncio.create_task(anyio.to_thread.run_sync(self._finish, row.id, verdict, at))
+        self._writes.setdefault(row.learner_id, set()).add(write)
+        write.add_done_callback(lambda task: self._written(row, task))
+        run.finish(verdict_json(as_stored(row, verdict, at)))
         await asyncio.sleep(LINGER_S)
-        self.runs.pop(submission_id, None)
+        self.runs.pop(row.id, None)
 
-    def _finish(self, submission_id: str, verdict: dict) -> dict:
+    def _written(self, row: Submission, write: asyncio.Task) -> None:
+        writes = self._writes.get(row.learner_id)
+        if writes is not None:
+            writes.discard(write)
+            if not writes:
+                del self._writes[row.learner_id]
+        if not write.cancelled() and write.exception() is not None:
+            # the learner was shown the verdict; the row stays unfinished, and the next start marks it an error
+            log.error("storing the verdict of submission %s failed", row.id, exc_info=write.exception())
+
+    async def stored(self, learner_id: str) -> None:
+        """Wait until every verdict this learner was shown is stored (at once when none is being stored)."""
+        writes = self._writes.get(learner_id)
+        if writes:
+            await asyncio.wait(list(writes))
+
+    def _finish(self, submission_id: str, verdict: dict, at: datetime) -> None:
         with self.db.session(write=True) as session, session.begin():
-            stored = finish(session, submission_id=submission_id, verdict=verdict)
-            # None: it was finished already (the server stopping stored it as an error): send what is stored
-            return verdict_json(stored.submission if stored else progress.get_submission(session, submission_id))
+            if finish(session, submission_id=submission_id, verdict=verdict, at=at) is None:
+                # only this hub finishes its runs, and `close` waits for this write: a bug, said where it shows
+                log.error("submission %s was finished already; the verdict its learner was shown is not stored",
+                          submission_id)
 
     async def events(self, submission_id: str, *, after: str | None = None, poll_s: float = 0.25,
                      timeout_s: float = 120.0) -> AsyncIterator[tuple[str, str, dict]]:
@@ -302,6 +342,9 @@ class LiveHub:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # verdicts already shown are stored as shown, not replaced by the error below
+        await asyncio.gather(*[write for writes in list(self._writes.values()) for write in writes],
+                             return_exceptions=True)
         for submission_id, run in list(self.runs.items()):
             if not run.done:
                 await anyio.to_thread.run_sync(self._abandon, submission_id)

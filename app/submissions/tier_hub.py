@@ -115,6 +115,9 @@ class CeleryHub:
         with self.db.session() as session:
             return progress.get_submission(session, submission_id)
 
+    async def stored(self, learner_id: str) -> None:
+        """Nothing to wait for: a worker stores a verdict before it sends it."""
+
     async def close(self) -> None:
         """Nothing runs in this process: jobs go on on the workers and store their own verdicts."""
 

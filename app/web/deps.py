@@ -71,20 +71,29 @@ SessionDep = Annotated[Session, Depends(get_session)]
 # --- who is asking ------------------------------------------------------------------------------------------
 
 
-def optional_user(request: Request) -> User | None:
-    """Return the signed-in user, or None."""
+# The dependencies below only read what the middleware put on the request, so they are `async def`: FastAPI runs a
+# plain `def` dependency in its thread pool, a hop out of the event loop and back for each (a submission's POST
+# had four, ~0.3 ms each on the 2-core machine, while the learner waits for the job to start).
+
+
+def _user(request: Request) -> User | None:
     return getattr(request.state, "user", None)
 
 
-def current_user(request: Request) -> User:
+async def optional_user(request: Request) -> User | None:
+    """Return the signed-in user, or None."""
+    return _user(request)
+
+
+async def current_user(request: Request) -> User:
     """Return the signed-in user; 401 if nobody is signed in."""
-    user = optional_user(request)
+    user = _user(request)
     if user is None:
         raise HTTPException(401, "Sign in first: this needs an account (POST /api/auth/login or /login).")
     return user
 
 
-def learner_id(request: Request) -> str:
+async def learner_id(request: Request) -> str:
     """Return this visitor's learner id (an account's, or the anonymous one in the session)."""
     return request.state.learner_id
 
@@ -94,9 +103,9 @@ class SignInRequired(Refusal):
     page with a way back (the handler in web/errors.py decides)."""
 
 
-def instructor(request: Request) -> User:
+async def instructor(request: Request) -> User:
     """Return the signed-in instructor; SignInRequired for a visitor, 403 for a learner."""
-    user = optional_user(request)
+    user = _user(request)
     if user is None:
         raise SignInRequired(401, "Sign in as an instructor first (POST /api/auth/login or /login).")
     if not user.is_instructor:
@@ -106,11 +115,11 @@ def instructor(request: Request) -> User:
     return user
 
 
-def staff(request: Request) -> User:
+async def staff(request: Request) -> User:
     """Return the signed-in instructor or teaching assistant; SignInRequired for a visitor, 403 for a learner.
     What a TA may see within these routes (their sections' learners) the route checks with
     app.learning.sections.may_see."""
-    user = optional_user(request)
+    user = _user(request)
     if user is None:
         raise SignInRequired(401, "Sign in as an instructor or a teaching assistant first (POST /api/auth/login or "
                                   "/login).")
@@ -167,6 +176,29 @@ async def require_csrf(request: Request) -> None:
         )
 
 
+# --- a learner's own verdicts -------------------------------------------------------------------------------
+
+
+async def own_verdicts_stored(request: Request) -> None:
+    """Hold a request until every verdict its learner was shown is stored (app/submissions/live.py shows a verdict
+    while storing it): the attempts a page asks for right after a verdict include it. At once when none is being
+    stored, or without a hub (an app without its lifespan), or for a route that waits itself (`waits_later`)."""
+    hub = getattr(request.app.state, "live", None)
+    if hub is not None and not getattr(request.scope.get("endpoint"), WAITS_LATER, False):
+        await hub.stored(request.state.learner_id)
+
+
+WAITS_LATER = "waits_for_own_verdicts_later"
+
+
+def waits_later(endpoint):
+    """Mark a route that waits for its learner's verdict writes itself, later than own_verdicts_stored would: a
+    submission starts its job first, and only its row, written while the job runs, must come after them
+    (LiveHub.submit). Put it under the route's decorator."""
+    setattr(endpoint, WAITS_LATER, True)
+    return endpoint
+
+
 # --- rate limits (slowapi's Limiter holds the counters; one per app so tests don't share them) ---------------
 
 
@@ -197,7 +229,7 @@ def rate_limit(setting: str, scope: str, *, per: str = "address", what: str = "r
     Example: `Depends(rate_limit("submission_rate_limit", "submit", per="learner", what="submissions"))`.
     """
 
-    def check(request: Request) -> None:
+    async def check(request: Request) -> None:  # async: in-memory counters, no thread hop (see optional_user)
         limiter: Limiter = request.app.state.limiter
         item = parse(getattr(request.app.state.settings, setting))
         key = request.state.learner_id if per == "learner" else client_address(request)
@@ -241,6 +273,8 @@ __all__ = [
     "CourseDep",
     "KnownLesson",
     "require_csrf",
+    "own_verdicts_stored",
+    "waits_later",
     "rate_limit",
     "per_person_limits",
     "make_limiter",

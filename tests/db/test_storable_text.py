@@ -3,12 +3,14 @@ real PostgreSQL: ORM inserts, Core updates, bulk inserts and JSON values, in the
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import insert, select, update
 
 from app.accounts import users as accounts
 from app.core.db import Database, upgrade
-from app.core.storable import REPLACEMENT, storable_text
+from app.core.storable import REPLACEMENT, _storable_value, storable_json, storable_text
 from app.models import Comment, Learner, Regrade, Submission, SubmissionVerdict, User
 
 pytestmark = pytest.mark.both_databases
@@ -29,6 +31,13 @@ def test_storable_text_replaces_nul_and_lone_surrogates_only():
     assert storable_text(RAW) == STORED
     assert storable_text("plain ascii") == "plain ascii"
     assert storable_text("é → 🙂 \ud83d\ude42") == "é → 🙂 " + REPLACEMENT * 2  # a pair in a str is two halves
+
+
+@pytest.mark.parametrize("text", ["plain", "é → 🙂", RAW, "\x00", "\udfff", "a literal \\u0000 and \\ud800", ""])
+def test_json_values_serialise_as_if_every_string_were_walked(text):
+    # storable_json serialises once and walks only when the text shows an escape it may have to replace
+    value = {"stdout": text, text: [text, 1, 2.5, None, True], "nested": ({"k": (text,)},), 3: "int key"}
+    assert storable_json(value) == json.dumps(_storable_value(value))
 
 
 def test_learner_text_in_every_table_is_stored_with_replacements(db):

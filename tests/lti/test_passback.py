@@ -163,6 +163,8 @@ def test_a_pass_through_the_real_sandbox_reaches_the_lms(lti_app, platform, new_
     assert submitted.status_code == 202, submitted.text
     events = parse_sse(browser.get(f"/api/submissions/{submitted.json()['id']}/events").text)
     assert events[-1][0] == "verdict" and events[-1][1]["status"] == "passed", events[-1]
+    # the verdict is sent while it is stored; the page's next request (its attempts) waits for the write
+    assert browser.get("/api/exercises/training-loop/submissions").status_code == 200
     assert send(lti_app, label=lambda slug: lti_app.state.course.exercises[slug].title).sent == 1
     [score] = platform.scores
     assert score["scoreGiven"] == 100.0

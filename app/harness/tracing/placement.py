@@ -84,7 +84,9 @@ class Tracer(Hooks, Simulation):
         self.lines = LineMap()  # the placement map: what happened on each learner line
         self.mode: PlacementMode | None = None
         self.mps = None  # the Mac's GPU (machine/mps.py), set by the session
-        self._frame_kinds: dict[tuple, dict] = {}  # plumbing -> {code object: _LEARNER, _BETWEEN or _ELSEWHERE}
+        # plumbing -> {id of a code object: _LEARNER, _BETWEEN or _ELSEWHERE}; the code objects classified
+        self._frame_kinds: dict[tuple, dict] = {}
+        self._frame_codes: list = []
         # False once nobody will read the facts (Hooks.stop_observing): the calls the program makes are then only
         # simulated, not counted or described
         self.observing = True
@@ -128,9 +130,9 @@ class Tracer(Hooks, Simulation):
         f = sys._getframe(1)
         while f is not None:
             code = f.f_code
-            kind = kinds.get(code)
+            kind = kinds.get(id(code))
             if kind is None:  # each code object is classified once, not once per op that passes through it
-                kind = kinds[code] = self._frame_kind(code.co_filename, plumbing)
+                kind = kinds[id(code)] = self._frame_kind(code, plumbing)
             if kind == _LEARNER:
                 return f
             if kind == _ELSEWHERE:
@@ -159,9 +161,9 @@ class Tracer(Hooks, Simulation):
         f = sys._getframe(1) if start is None else start
         while f is not None:
             code = f.f_code
-            kind = kinds.get(code)
+            kind = kinds.get(id(code))
             if kind is None:
-                kind = kinds[code] = self._frame_kind(code.co_filename, plumbing)
+                kind = kinds[id(code)] = self._frame_kind(code, plumbing)
             if kind == _LEARNER:
                 return f, f
             if kind == _ELSEWHERE:
@@ -169,7 +171,12 @@ class Tracer(Hooks, Simulation):
             f = f.f_back
         return None, None
 
-    def _frame_kind(self, filename: str, plumbing: tuple) -> int:
+    def _frame_kind(self, code, plumbing: tuple) -> int:
+        # the walks key their classifications by id(code): hashing a code object hashes its constants, each time
+        # (0.36 us for nn.Module._call_impl's, which every op inside a module passes); the code object is kept
+        # here, so its id names no other while the classification stands
+        self._frame_codes.append(code)
+        filename = code.co_filename
         if filename == self.learner_file:
             return _LEARNER
         return _BETWEEN if filename.startswith(HARNESS_DIR) or filename.endswith(plumbing) else _ELSEWHERE

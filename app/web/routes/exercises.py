@@ -28,7 +28,7 @@ from app.submissions import views
 from app.submissions.hub import Hub
 from app.submissions.live import Refused, check_code
 from app.submissions.views import exercise_state, learner_key, verdict_json
-from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits
+from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits, waits_later
 from app.web.routes import machines
 from app.web.stream_slots import StreamSlots
 
@@ -71,7 +71,7 @@ router = APIRouter(tags=["exercises"], lifespan=lifespan)
 # --- dependencies ---------------------------------------------------------------------------------------
 
 
-def get_exercise(slug: str, request: Request) -> Exercise:
+async def get_exercise(slug: str, request: Request) -> Exercise:  # async: a lookup, no thread hop
     """Return the exercise named in the path; 404 if the course has none by that slug."""
     exercise = request.app.state.course.exercises.get(slug)
     if exercise is None:
@@ -186,6 +186,7 @@ SUBMIT_BODY = {"requestBody": {"required": True, "content": {"application/json":
                                       "offer", "content": DETAIL_TEXT},
                  429: {"description": "Too many submissions, or the sandbox queue is full (see Retry-After)"},
                  503: {"description": "The job queue (worker tier) is unreachable (see Retry-After)"}})
+@waits_later
 async def submit(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the code in the background; return its id at once. Follow it at /api/submissions/{id}/events."""
     hub: Hub = request.app.state.live
@@ -274,6 +275,7 @@ async def submission_events(submission: OwnedSubmission, request: Request) -> As
 
 
 @router.post("/exercises/{slug}/run", dependencies=SubmissionRateLimits, include_in_schema=False)
+@waits_later
 async def run_form(exercise: ExerciseDep, learner: LearnerId, request: Request) -> Any:
     """Grade the form's code, wait for the verdict, and go back to the lesson, where the panel shows it."""
     hub: Hub = request.app.state.live
