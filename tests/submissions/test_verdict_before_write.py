@@ -18,6 +18,10 @@ from tests.helpers import make_settings, parse_sse, with_csrf
 EXERCISE = "same-device"
 HOLD_LIMIT_S = 30.0  # a held write goes on by itself after this: a failing test must not hang the suite
 LET_GO_AFTER_S = 0.3  # a request sent right after the write is let go has this long to start waiting for it
+# each job first sleeps this long, so that the test's events request is open before its verdict is known: one that
+# comes after waits for the learner's verdict writes like any other request, and would find the verdict stored
+# (a job that printed at once raced a loaded 2-core machine's clean-clone `make test`)
+OPEN_FIRST = "import time\ntime.sleep(1.5)\n"
 
 
 class Held:
@@ -40,7 +44,7 @@ class Held:
 
 
 def submit(browser, code: str) -> dict:
-    response = browser.post(f"/api/exercises/{EXERCISE}/submissions", json={"code": code})
+    response = browser.post(f"/api/exercises/{EXERCISE}/submissions", json={"code": OPEN_FIRST + code})
     assert response.status_code == 202, response.text
     return response.json()
 
