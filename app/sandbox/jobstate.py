@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
 import signal
 import time
 from typing import Callable
+
+from app.sandbox import protocol
 
 # bytes; the harness's report (placement trace) is JSON, far smaller than this
 REPORT_MAX = 4 << 20
@@ -197,21 +200,28 @@ class RunningJob:
             "report": report, "message": message,
         }
 
-    def _parsed_report(self) -> tuple[dict | None, str | None]:
-        """(the report, None), or (None, why it is refused: a key in REPORT_REFUSED), or (None, None): none came."""
+    def _parsed_report(self) -> tuple[protocol.RawJSON | None, str | None]:
+        """(the report, None), or (None, why it is refused: a key in REPORT_REFUSED), or (None, None): none came.
+
+        The report goes on as the bytes that came (protocol.RawJSON), once they read as a JSON object: the runner
+        decodes the frame anyway, and encoding it here again was half the server's work on a graded job's end."""
         if self.key_requests > 1:
             return None, "key"
         if self.report_overflow:
             return None, "overflow"
         if not self.report:
             return None, None
+        # UTF-8 only, as the harness writes it (json.loads would take UTF-16 and -32 bytes too, which cannot go into a
+        # UTF-8 frame as they are); a UTF-8 byte order mark, which json.loads skips, is dropped for the same reason
+        data = bytes(self.report)
+        data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
         try:
-            value = json.loads(bytes(self.report))
+            value = json.loads(data.decode("utf-8"))
         except (ValueError, RecursionError):  # bytes the learner's code wrote; nesting too deep for the parser
             return None, "unreadable" if self.key_requests else None
         if not isinstance(value, dict):
             return None, "unreadable" if self.key_requests else None
-        return value, None
+        return protocol.RawJSON(data), None
 
 
 def _exit_code(status: int | None) -> int | None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
+import json
 import signal
 from types import SimpleNamespace
 
 from app.sandbox import protocol
 from app.sandbox.job_limits import Limits
-from app.sandbox.jobstate import RunningJob
+from app.sandbox.jobstate import REPORT_REFUSED, RunningJob
 
 
 def test_frames_roundtrip_in_pieces():
@@ -53,15 +55,41 @@ def test_signal_and_setup_error():
     assert r["status"] == "error" and "mount failed" in r["message"]
 
 
-def test_report_is_parsed_and_bounded():
+def _sent_report(report: bytes, key_requests: int = 1):
+    """The report as the runner reads it from the job's result frame."""
     job, _ = _job()
-    job.on_report(b'{"trace": [1, 2]}')
+    job.key_requests = key_requests
+    job.on_report(report)
     job.status = 0
-    assert job.result(cgroup_oom=False, pids_hit=False, setup_error=None)["report"] == {"trace": [1, 2]}
-    job2, _ = _job()
-    job2.on_report(b"x" * (5 << 20))
-    job2.status = 0
-    assert job2.result(cgroup_oom=False, pids_hit=False, setup_error=None)["report"] is None
+    result = job.result(cgroup_oom=False, pids_hit=False, setup_error=None)
+    (message,) = protocol.FrameReader().feed(protocol.encode({"op": "done", "id": "j", "result": result}))
+    return message["result"]["report"], message["result"]["stderr"]
+
+
+def test_report_is_parsed_and_bounded():
+    assert _sent_report(b'{"trace": [1, 2]}')[0] == {"trace": [1, 2]}
+    assert _sent_report(b"x" * (5 << 20))[0] is None
+
+
+def test_the_report_goes_on_as_it_came_only_when_it_reads_as_one_json_object():
+    """The server passes the report's bytes on without encoding them again (protocol.RawJSON): what it passes is what
+    decoding and encoding it would have given, and what does not read as a JSON object in UTF-8 goes nowhere."""
+    report = {"nonce": "k", "stdout": "\x00", "nan": float("nan"), "é": ["\ud800", 1e300, None]}
+    got, _ = _sent_report(json.dumps(report).encode())
+    assert json.dumps(got) == json.dumps(report)
+    assert _sent_report(codecs.BOM_UTF8 + b'{"a": 1}')[0] == {"a": 1}  # json.loads skips it
+    for unreadable in (b'{"a": 1}{"a": 2}', b"[1, 2]", '{"a": 1}'.encode("utf-16"), b'{"a": "\xff"}'):
+        report, stderr = _sent_report(unreadable)
+        assert report is None and REPORT_REFUSED["unreadable"] in stderr
+    assert _sent_report(b"not json", key_requests=0) == (None, "")  # the learner's bytes, and no report of ours
+
+
+def test_a_raw_value_cannot_be_forged_by_the_frames_other_values():
+    raw = protocol.RawJSON(b'{"real": true}')
+    for lure in ("\x00", "\x000:0", '"\x00"'):
+        message = {"op": "done", "stdout": lure, "result": {"report": raw, "stderr": lure}}
+        (got,) = protocol.FrameReader().feed(protocol.encode(message))
+        assert got == {"op": "done", "stdout": lure, "result": {"report": {"real": True}, "stderr": lure}}
 
 
 def test_the_job_pipes_are_numbered_alike_on_both_sides():
