@@ -13,8 +13,9 @@ Forked after session.prepare: the child inherits the tracer and the simulated ho
 be hidden from the program.
 
 The spare: a waiting sandbox child that builds its session ahead may fork the first copy's process before its job
-comes, before it warms its pages (fork_spare); the spare warms its own pages, builds its own session and waits for
-the program. A graded job that has one hands it the program instead of forking (start), so the graded run pays
+comes, before it warms its pages (fork_spare); the spare builds its own session and waits for the program (it warms
+no pages: its copy is done long before the graded run, so that would only cost CPU; app/harness/__init__.py
+prepare_ahead). A graded job that has one hands it the program instead of forking (start), so the graded run pays
 neither the fork (~2-3 ms: the page tables of a 230 MB process) nor the copy-on-write faults of the pages it
 would share with a copy forked from it (~1,500 more during training-loop's run, ~3 ms): the spare shares with it
 only what both still share with the fork server. Any other job kills it unused (drop_spare). The fork server gives

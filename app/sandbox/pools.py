@@ -102,8 +102,8 @@ class PreforkPool:
         """What the next child builds ahead: the default machine's session until `size` waiting children have,
         then nothing; and whether it forks a spare for a graded job's copy (app/harness/elsewhere.py): one of them
         does, where there are two or more, so that a job without copies still finds one without (a spare costs
-        its waiting child ~10 ms more of CPU before the job, ~1.6 ms of it the fork, the rest the spare's own
-        preparation, and the spare's exit)."""
+        CPU that such a job would pay for nothing: the fork, the spare's own session built ahead, and the spare's
+        exit)."""
         if self.ahead is None or sum(c.ahead is not None for c in self.waiting) >= self.size:
             return None, False
         return self.ahead, self.size > 1 and not any(getattr(c, "spare", False) for c in self.waiting)
