@@ -19,11 +19,15 @@ from __future__ import annotations
 import ast
 
 from app.grading.facts import at
-from app.grading.syntax import syntax_nodes
+from app.grading.syntax import syntax_nodes_of
 from app.grading.verdict import CheckResult
 
 # the check that reports a crash as such: others may share its line and still explain the crash
 CRASH_CHECK = "runs"
+# the syntax classes that may hold a block of statements (a `def`'s, a loop's or an `if`'s body, an `else:`, a
+# `finally:`); no other node has those fields
+WITH_BLOCKS = tuple(cls for cls in vars(ast).values() if isinstance(cls, type) and issubclass(cls, ast.AST)
+                    and {"body", "orelse", "finalbody"} & set(getattr(cls, "_fields", ())))
 
 
 def tidy(results: list[CheckResult], code: str | None) -> list[CheckResult]:
@@ -78,7 +82,7 @@ def _sentences_once(results: list[CheckResult]) -> list[CheckResult]:
 def unreachable_after(code: str | None) -> dict[int, tuple[int, int, str]]:
     """Map each line that ends its block early (`return`, `raise`, ...) to the lines after it that never run."""
     ends: dict[int, tuple[int, int, str]] = {}
-    for node in syntax_nodes(code):
+    for node in syntax_nodes_of(code, *WITH_BLOCKS):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if not isinstance(block, list):

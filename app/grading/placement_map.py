@@ -15,11 +15,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.grading.syntax import syntax_nodes
+from app.grading.syntax import syntax_nodes_of
 
 Event = Literal["to_device", "to_host", "sync", "mismatch", "created_on_device"]
 # entries in one verdict; the harness keeps 400, a page shows far fewer lines of code
 ENTRIES_SHOWN = 200
+# the nodes whose lines loop_lines counts: a loop, or a comprehension
+LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 class PlacementEntry(BaseModel):
@@ -56,7 +58,7 @@ class PlacementTotals(BaseModel):
 def loop_lines(code: str | None) -> set[int]:
     """The lines inside the body of a `for` or `while` loop (or a comprehension) of the learner's code."""
     lines: set[int] = set()
-    for node in syntax_nodes(code):
+    for node in syntax_nodes_of(code, *LOOPS):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             for stmt in node.body:
                 lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
@@ -71,7 +73,7 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
     A tensor made on a device, or a model moved there, has no name yet when the harness sees it (the assignment
     comes after the call); its line's assignment names it."""
     names: dict[int, list[str]] = {}
-    for node in syntax_nodes(code):
+    for node in syntax_nodes_of(code, ast.Assign, ast.AnnAssign, ast.AugAssign):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             found = [ast.unparse(t) for target in targets
@@ -85,7 +87,7 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
 def moved_names(code: str | None) -> dict[int, list[str]]:
     """Per line, the expressions copied with `.to()`/`.cuda()`/`.cpu()` (`self.mean.to(x.device)`: self.mean)."""
     out: dict[int, list[str]] = {}
-    for node in syntax_nodes(code):
+    for node in syntax_nodes_of(code, ast.Call):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("to", "cuda", "cpu") and isinstance(node.func.value, (ast.Name, ast.Attribute)):
             names = out.setdefault(node.lineno, [])
