@@ -215,3 +215,19 @@ def test_one_verdict_parses_the_learners_code_once():
     code = "import torch\nx = torch.ones(2)\n"
     assert syntax_tree(code) is syntax_tree(code) and syntax_tree(code + "y = x\n") is not syntax_tree(code)
     assert syntax_tree("def f(:\n") is None
+
+
+def test_the_nodes_of_some_classes_are_those_a_walk_finds_in_its_order():
+    """The verdict's readings of the code ask for the nodes of a few classes (syntax_nodes_of) instead of testing
+    every node: they get what testing every node in ast.walk's order gave, for every exercise's files."""
+    import ast
+
+    from app.grading.check_messages import WITH_BLOCKS
+    from app.grading.placement_map import LOOPS
+    from app.grading.syntax import syntax_nodes, syntax_nodes_of
+
+    asked = [LOOPS, (ast.Assign, ast.AnnAssign, ast.AugAssign), (ast.Call,), WITH_BLOCKS, (ast.stmt,)]
+    sources = [path.read_text() for path in sorted((ROOT / "exercises").glob("*/*.py"))] + ["def f(:\n", None]
+    for code in sources:
+        for classes in asked:
+            assert syntax_nodes_of(code, *classes) == [n for n in syntax_nodes(code) if isinstance(n, classes)]
