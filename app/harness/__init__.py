@@ -49,20 +49,23 @@ def load() -> None:
 
 
 def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
-    """In a pre-forked sandbox child, isolated and waiting: warm its pages (warm(), the fork server's own) and build
-    the simulated host and the tracer of a one-process job on `host` (a SimulatedHost payload) before the job comes;
-    the fork server then hands this child only a job that fits it (contract.fits_ahead). spare: first fork the
-    process that runs a graded job's first copy elsewhere, which does the same for itself (elsewhere.fork_spare)."""
+    """In a pre-forked sandbox child, isolated and waiting: warm its pages (warm(), the fork server's own, and the
+    simulation's: session.warm_simulation) and build the simulated host and the tracer of a one-process job on
+    `host` (a SimulatedHost payload) before the job comes; the fork server then hands this child only a job that
+    fits it (contract.fits_ahead). spare: first fork the process that runs a graded job's first copy elsewhere,
+    which does the same for itself, the simulation's warm-up aside (elsewhere.fork_spare)."""
     from app.harness import elsewhere, grade, session
 
-    def prepare() -> None:
+    def prepare(simulation: bool = False) -> None:
         if warm is not None:
             warm()
+        if simulation:  # the simulation's pages too; not the spare's: its copy runs beside the longer graded run
+            session.warm_simulation(host)
         session.ahead(host)
 
     if spare:  # before this process warms its pages: those stay its own, not shared with the spare
         elsewhere.fork_spare(prepare, grade.serve_spare)
-    prepare()
+    prepare(simulation=True)
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
