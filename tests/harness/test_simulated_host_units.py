@@ -118,3 +118,16 @@ def test_the_fork_servers_dispatch_figure_serves_every_job_and_leaves_no_mode(mo
     monkeypatch.setattr(clock.DeviceClock, "calibrate", lambda self: pytest.fail("measured again in the job"))
     measured.configure({"machine": "h100"})
     assert measured.dispatch_s == figure
+
+
+def test_simulated_cuda_128_wheel_lists_the_architectures_pytorch_builds_it_for():
+    """torch.cuda.get_arch_list() reads _cuda_getArchFlags: PyTorch builds its CUDA 12.8 wheels with
+    TORCH_CUDA_ARCH_LIST "7.0;7.5;8.0;8.6;9.0;10.0;12.0" (pytorch/pytorch .ci/manywheel/build_cuda.sh)."""
+    from app.harness.machine.cuda_runtime import CudaRuntime
+    from app.harness.machine.memory import Memory
+
+    assert DEFAULT_HOST.cuda_version == "12.8"
+    runtime = CudaRuntime(Devices(DEFAULT_HOST), Memory(capacity=lambda gpu: DEFAULT_HOST.gpu_memory_bytes))
+    flags = runtime.entry_points()["_cuda_getArchFlags"]().split()
+    assert flags == ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    assert f"sm_{DEFAULT_HOST.capability[0]}{DEFAULT_HOST.capability[1]}" in flags  # the H100 runs natively

@@ -22,8 +22,10 @@ from app.harness.machine.devices import Devices
 from app.harness.machine.memory import Memory
 from app.harness.wording import messages
 
-# what torch.cuda.get_arch_list() says on the simulated CUDA 12.8 wheel
-ARCH_FLAGS = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+# what torch.cuda.get_arch_list() says on the simulated CUDA 12.8 wheel: the wheel is built for PyTorch's
+# TORCH_CUDA_ARCH_LIST of CUDA 12.8, "7.0;7.5;8.0;8.6;9.0;10.0;12.0" (pytorch/pytorch .ci/manywheel/build_cuda.sh:
+# sm_50 and sm_60 were dropped there as deprecated in CUDA 12.8; sm_70 kept, pytorch/pytorch#157517)
+ARCH_FLAGS = "sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
 CUDNN_VERSION = 91002  # cuDNN 9.10.2, what torch's CUDA 12.8 wheels bundle
 # torch.cuda.nccl.version() of torch 2.13's CUDA wheels, by the build's CUDA major: RELEASE.md's Release
 # Compatibility Matrix, row 2.13 (pytorch/pytorch#187075, from .ci/docker/ci_commit_pins/nccl-cu126.txt and
