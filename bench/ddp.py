@@ -61,9 +61,9 @@ def cpu_port(code: str) -> str:
 
 def measure_site(code: str, runs: int = RUNS) -> dict:
     """Time `runs` submissions of code to ddp-training through the real site (after a warm-up); all must pass."""
-    with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute",
-                                                     COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="10000/minute") as (
-            base, _proc):
+    with tempfile.TemporaryDirectory() as tmp, site_server(
+            Path(tmp), until_ready=True, COURSE_SUBMISSION_RATE_LIMIT="10000/minute",
+            COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="10000/minute") as (base, _proc):
         with learner_client(base) as client:
             for _ in range(WARMUP):
                 submit_and_wait(client, code, EXERCISE)

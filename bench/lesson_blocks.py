@@ -65,9 +65,9 @@ def run() -> dict:
     code = (ROOT / "exercises" / EXERCISE / "solution.py").read_text(encoding="utf-8")
     number = block_number()
     blocks, exercises = [], []
-    with tempfile.TemporaryDirectory() as tmp, site_server(Path(tmp), COURSE_SUBMISSION_RATE_LIMIT="10000/minute",
-                                                     COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="10000/minute") as (
-            base, _proc):
+    with tempfile.TemporaryDirectory() as tmp, site_server(
+            Path(tmp), until_ready=True, COURSE_SUBMISSION_RATE_LIMIT="10000/minute",
+            COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="10000/minute") as (base, _proc):
         with learner_client(base) as client:
             for _ in range(WARMUP):
                 run_block(client, number)

@@ -69,7 +69,7 @@ def run() -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         work = Path(tmp)
         (work / "local").mkdir()
-        with site_server(work / "local", COURSE_SUBMISSION_RATE_LIMIT="100000/minute",
+        with site_server(work / "local", until_ready=True, COURSE_SUBMISSION_RATE_LIMIT="100000/minute",
                          COURSE_SUBMISSION_ADDRESS_RATE_LIMIT="100000/minute") as (base, _proc):
             local = asyncio.run(submit_latencies(base))
         with RedisServer() as redis, tier(f"sqlite:///{work / 'tier.db'}", redis.url, work, webs=1, workers=1) as t:

@@ -95,8 +95,8 @@ def _store_run(session: Session, submission_id: str, verdict: dict[str, Any], gu
         execution_options={"synchronize_session": False})
     if result.rowcount != 1:
         return None
-    submission = session.get(Submission, submission_id)
-    session.refresh(submission)  # the UPDATE bypassed the identity map
+    # the UPDATE bypassed the identity map: read the row again even where the session holds it (one SELECT)
+    submission = session.get(Submission, submission_id, populate_existing=True)
     return Stored(submission=submission, verdict=verdict, at=now)
 
 

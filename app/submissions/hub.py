@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol
 
 from app.content.exercises import Exercise
+from app.models import Submission
 from app.runner.base import Runner
 
 
@@ -30,6 +31,11 @@ class Hub(Protocol):
 
     def events(self, submission_id: str, *, after: str | None = None) -> AsyncIterator[tuple[str, str, dict]]:
         """Yield the run's (id, kind, data) events after event `after`: output batches, then one verdict."""
+        ...
+
+    def running_row(self, submission_id: str) -> Submission | None:
+        """The stored row of a run this process is grading now, kept from when it was stored (None: not one of
+        this process's running jobs). An event stream's owner check reads it instead of the database."""
         ...
 
     async def stored(self, learner_id: str) -> None:

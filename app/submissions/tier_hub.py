@@ -115,6 +115,10 @@ class CeleryHub:
         with self.db.session() as session:
             return progress.get_submission(session, submission_id)
 
+    def running_row(self, submission_id: str) -> None:
+        """None: workers run the jobs, and this process holds no row of theirs."""
+        return None
+
     async def stored(self, learner_id: str) -> None:
         """Nothing to wait for: a worker stores a verdict before it sends it."""
 

@@ -155,6 +155,45 @@ def test_a_child_that_built_one_machine_refuses_a_job_for_another_and_gives_the_
     assert facts["base_age"] < 0.25
 
 
+WARM_UP = """\
+import gc, json, torch
+from torch.utils.data import dataloader
+from app.harness import session
+from app.harness.contract import DEFAULT_HOST
+from app.harness.machine.clock import CLOCK
+from app.harness.machine.memory import Memory
+from app.harness.tracing import placement
+host = json.loads(json.dumps(DEFAULT_HOST.payload()))
+def patchable():
+    return torch.nn.Module.to, torch.cuda.is_available, dataloader._BaseDataLoaderIter.__next__, torch.Tensor.pin_memory
+patched = patchable()
+torch.manual_seed(3)
+state, modes = torch.get_rng_state(), torch._C._len_torch_function_stack()
+session.warm_simulation(host)
+print(json.dumps({"ran": torch.nn.functional.mse_loss in placement._FUNCS,
+                  "rng": torch.equal(torch.get_rng_state(), state), "clock": CLOCK.figures,
+                  "modes": torch._C._len_torch_function_stack() - modes,
+                  "memories": sum(type(o) is Memory for o in gc.get_objects()),
+                  "patched": patched != patchable()}))
+"""
+
+
+def test_the_simulations_warm_up_in_a_waiting_child_leaves_nothing_behind():
+    """session.warm_simulation runs a training step through a throwaway tracer before the session is built ahead:
+    after it the host's random state, the mode stack and the (unconfigured) modeled clock are as they were, its
+    memory model is gone and nothing is patched; only caches remain (the jobs above show the same outcomes)."""
+    import subprocess
+    import sys
+
+    from app import ROOT
+
+    done = subprocess.run([sys.executable, "-c", WARM_UP], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "ran": True, "rng": True, "clock": None, "modes": 0, "memories": 0, "patched": False}
+
+
 PROGRAM = """\
 import time, torch
 wall, mono = time.time(), time.monotonic()

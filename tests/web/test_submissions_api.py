@@ -239,3 +239,14 @@ def test_a_run_cut_short_by_a_shutdown_is_stored_as_an_error(tmp_path):
         row = progress.get_submission(session, response.json()["id"])
         assert row.status == "error" and "server stopped" in row.verdict["stderr"]
     app.state.db.dispose()
+
+
+def test_while_it_runs_only_its_learner_follows_it(live_app, learner):
+    """The stream's owner check reads a running job's row from the hub (no database read): the owner follows it,
+    another learner gets the same 404 as for a finished one, and the stream ends with the verdict."""
+    submission_id = submit(learner, "same-device", "import time\ntime.sleep(1.5)\nprint('slow')\n").json()["id"]
+    assert live_app.state.live.running_row(submission_id) is not None
+    other = live_app.browsers.new()
+    assert other.get(f"/api/submissions/{submission_id}/events").status_code == 404
+    events = parse_sse(learner.get(f"/api/submissions/{submission_id}/events").text)
+    assert events[-1][0] == "verdict" and "slow" in output_lines(events)

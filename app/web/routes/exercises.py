@@ -15,6 +15,7 @@ from collections.abc import AsyncIterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -94,11 +95,24 @@ def owned_submission(submission_id: str, request: Request, learner: LearnerId, u
     return submission
 
 
+async def followed_submission(submission_id: str, request: Request, learner: LearnerId, user: OptionalUser
+                              ) -> Submission:
+    """owned_submission for an event stream: a run this process is grading for the learner who asks is theirs
+    without a database read (the hub holds its row); anything else is owned_submission's, in a worker thread.
+    The stream reads only the row's id: the row held may say "running" of a run whose verdict is being stored."""
+    hub: Hub | None = getattr(request.app.state, "live", None)
+    row = hub.running_row(submission_id) if hub is not None else None
+    if row is not None and row.learner_id == learner:
+        return row
+    return await anyio.to_thread.run_sync(owned_submission, submission_id, request, learner, user)
+
+
 ExerciseDep = Annotated[Exercise, Depends(get_exercise)]
 OwnedSubmission = Annotated[Submission, Depends(owned_submission)]
+FollowedSubmission = Annotated[Submission, Depends(followed_submission)]
 
 
-async def stream_slot(submission: OwnedSubmission, learner: LearnerId, request: Request):
+async def stream_slot(submission: FollowedSubmission, learner: LearnerId, request: Request):
     """Hold one of the learner's event-stream slots while the stream is open; 429 past the caps."""
     slots: StreamSlots | None = getattr(request.app.state, "stream_slots", None)
     if slots is None:
@@ -260,7 +274,7 @@ def get_submission_trace(submission: OwnedSubmission) -> JSONResponse:
 @router.get("/api/submissions/{submission_id}/events", response_class=EventSourceResponse,
             dependencies=[Depends(stream_slot)],
             responses={**NOT_YOURS, 429: {"description": "Too many open event streams (see Retry-After)"}})
-async def submission_events(submission: OwnedSubmission, request: Request) -> AsyncIterable[ServerSentEvent]:
+async def submission_events(submission: FollowedSubmission, request: Request) -> AsyncIterable[ServerSentEvent]:
     """Stream the run: `output` events ({"stream", "line"}) in order from the first, then one `verdict`.
 
     A late subscriber gets every event from the start; a reconnecting EventSource (Last-Event-ID) gets the rest.

@@ -112,15 +112,16 @@ def _lesson_response(request: Request, course: Course, lesson: Lesson):
 
 
 def _first_visit_html(request: Request, course: Course, lesson: Lesson) -> str:
-    """Render the lesson page every new visitor shares, with the CSRF placeholder where their token goes."""
+    """Render the lesson page every new visitor shares, with the CSRF placeholder where their token goes.
+
+    It renders from a copy of the request with state of its own: a refresh runs after the request that started it
+    was answered (page_cache.PageCache.page), and that answer carries the request's own token and nonce."""
+    state = {**request.scope.get("state", {}), "csrf_token": page_cache.PLACEHOLDER,
+             "csp_nonce": page_cache.NONCE_PLACEHOLDER}
+    shared = Request({**request.scope, "state": state})
     with request.app.state.db.session() as session:
-        context = lesson_context(session, request, course, lesson)
-    token, request.state.csrf_token = request.state.csrf_token, page_cache.PLACEHOLDER
-    nonce, request.state.csp_nonce = getattr(request.state, "csp_nonce", ""), page_cache.NONCE_PLACEHOLDER
-    try:
-        return render_text(request, "lessons/lesson.html", **context)
-    finally:
-        request.state.csrf_token, request.state.csp_nonce = token, nonce
+        context = lesson_context(session, shared, course, lesson)
+    return render_text(shared, "lessons/lesson.html", **context)
 
 
 @router.get("/healthz", name="healthz")

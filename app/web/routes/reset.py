@@ -13,8 +13,8 @@ from typing import Annotated
 from fastapi import APIRouter, BackgroundTasks, Depends, Form, Request
 from fastapi.responses import RedirectResponse
 from limits import parse
+from limits.strategies import FixedWindowRateLimiter
 from pydantic import TypeAdapter, ValidationError
-from slowapi import Limiter
 
 from app.accounts import password_reset
 from app.accounts import users as accounts
@@ -33,9 +33,9 @@ EMAIL_MAX = 254  # characters, as at sign-up
 ForgotLimit = Depends(rate_limit("forgot_rate_limit", "forgot", what="password reset requests from your address"))
 
 
-def _mail_link(limiter: Limiter, db: Database, settings: Settings, email: str) -> None:
+def _mail_link(limiter: FixedWindowRateLimiter, db: Database, settings: Settings, email: str) -> None:
     """Mail a reset link if the account exists and has not had too many mails lately; log, never raise."""
-    if not limiter.limiter.hit(parse(settings.forgot_mail_rate_limit), "forgot-mail", accounts.normalize_email(email)):
+    if not limiter.hit(parse(settings.forgot_mail_rate_limit), "forgot-mail", accounts.normalize_email(email)):
         log.info("password reset mail not sent: COURSE_FORGOT_MAIL_RATE_LIMIT reached for one address")
         return
     try:
