@@ -52,7 +52,8 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
     """In a pre-forked sandbox child, isolated and waiting: warm its pages (warm(), the fork server's own, and the
     simulation's: session.warm_simulation) and build the simulated host and the tracer of a one-process job on
     `host` (a SimulatedHost payload) before the job comes; the fork server then hands this child only a job that
-    fits it (contract.fits_ahead). spare: first fork the process that runs a graded job's first copy elsewhere,
+    fits it (contract.fits_ahead). warm None: no warm-up at all, the session only (a child made while the sandbox
+    is busy: PreforkPool.refill says why). spare: first fork the process that runs a graded job's first copy elsewhere,
     which builds the session ahead for itself but warms nothing (elsewhere.fork_spare). Its copy runs beside the
     graded run and is done long before it (training-loop's laptop copy: ~9 ms of CPU, untraced, against the graded
     run's ~25 ms; the graded run found its reply waiting), so warming only moved the copy's page faults ahead, at
@@ -64,9 +65,9 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
 
     if spare:  # before this process warms its pages: those stay its own, not shared with the spare
         elsewhere.fork_spare(lambda: session.ahead(host), grade.serve_spare)
-    if warm is not None:
+    if warm is not None:  # both warm-ups or neither: the pool leaves them out when the sandbox is busy
         warm()
-    session.warm_simulation(host)
+        session.warm_simulation(host)
     session.ahead(host)
 
 

@@ -84,6 +84,7 @@ class Context:
     harness: object  # the imported app.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
     server_pid: int = field(default_factory=os.getpid)  # the outer children's parent: the zygote, once it runs
+    warm_ahead: bool = True  # per request: a child that builds a session ahead warms its pages first (spawn)
 
 
 @dataclass
@@ -109,7 +110,8 @@ class ChildProcess:
 
 
 def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: str | None = None,
-          isolate: bool = True, userns: bool = False, ahead: dict | None = None, spare: bool = False) -> ChildProcess:
+          isolate: bool = True, userns: bool = False, ahead: dict | None = None, spare: bool = False,
+          warm_ahead: bool = True) -> ChildProcess:
     """Have the zygote fork a child that isolates itself (warm: warms up first) and waits for its payload; return
     its pipes, without waiting for the fork (its pid comes later: zygote.py). The pipes are made here, in the
     server, and only their child ends travel to the zygote, so a job can be handed over before its child exists.
@@ -117,7 +119,8 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
     net: LOOPBACK or RANKS, the child is made for a job with its own loopback (see _isolate). ahead: a host
     (SimulatedHost payload) whose session the child builds once isolated, before its job comes (app/harness/
     session.py ahead); it may then only be given a job that fits it. spare: with ahead, it also forks the process
-    that runs a graded job's first copy elsewhere (app/harness/elsewhere.py fork_spare)."""
+    that runs a graded job's first copy elsewhere (app/harness/elsewhere.py fork_spare). warm_ahead: with ahead, it
+    first warms its pages and the simulation's (app/harness prepare_ahead); PreforkPool.refill says when not."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -127,7 +130,7 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
     request = {"limits": limits.to_dict(), "slot": slot, "net": net, "isolate": isolate, "userns": userns,
                "cgroup": cgroup.to_dict() if cgroup is not None else None,
                "warm": warm.to_dict() if warm is not None else None, "ahead": ahead,
-               "spare": bool(spare and ahead)}
+               "spare": bool(spare and ahead), "warm_ahead": bool(warm_ahead)}
     try:
         zygote.request_child(request, [out_w, err_w, pay_r, rep_w, st_w])
     except BaseException:
@@ -150,6 +153,7 @@ def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) 
     cgroup = JobCgroup.from_dict(request["cgroup"]) if request.get("cgroup") else None
     warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
     ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
+    ctx.warm_ahead = bool(request.get("warm_ahead", True))
     _outer_child(ctx, limits_type.from_dict(request["limits"]), int(request["slot"]), cgroup, fds, warm,
                  request["net"], request.get("ahead"), bool(request.get("spare")))
 
@@ -319,7 +323,7 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
         if machine is not None:  # a machine keeper: it serves the launcher, never runs the job
             nodes.serve(machines[machine], ctx.harness.start_rank, (PAYLOAD_FD, REPORT_FD, STATUS_FD))
         if ahead:
-            ctx.harness.prepare_ahead(ahead, warm=startup.warm_pages, spare=spare)
+            ctx.harness.prepare_ahead(ahead, warm=startup.warm_pages if ctx.warm_ahead else None, spare=spare)
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)

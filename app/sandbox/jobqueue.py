@@ -69,10 +69,11 @@ class JobQueue:
         return slot
 
     def spawn_child(self, limits: Limits, warm: Warm | None = None, net: str | None = None,
-                    ahead: dict | None = None, spare: bool = False):
+                    ahead: dict | None = None, spare: bool = False, warm_ahead: bool = True):
         """Fork one child (warm: a warm-first one, for the spawn pool; net: for a job with its own loopback,
         network_of; ahead: one that builds this host's session before its job comes, PreforkPool; spare: with
-        ahead, one that also forks the spare for a graded job's copy) and watch its pipes."""
+        ahead, one that also forks the spare for a graded job's copy; warm_ahead: with ahead, one that warms its pages
+        first) and watch its pipes."""
         if warm is not None and warm.gpu is not None and _cuda_initialised():
             raise RuntimeError("the fork server has initialised CUDA: its children could not make CUDA contexts")
         slot = self._new_uid_slot()
@@ -80,7 +81,7 @@ class JobQueue:
         cgroup = self.cgroups.new_job(limits, devices) if self.cgroups else None
         try:
             proc = childmod.spawn(self.zygote, limits, slot, cgroup, warm, net, isolate=self.ctx.isolate,
-                                  userns=self.ctx.userns, ahead=ahead, spare=spare)
+                                  userns=self.ctx.userns, ahead=ahead, spare=spare, warm_ahead=warm_ahead)
         except BaseException:
             self.uid_slots.discard(slot)
             if cgroup is not None:

@@ -9,6 +9,7 @@ exactly as in one whose children build nothing, and the program's clocks start w
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -50,9 +51,10 @@ class Server:
     def __init__(self) -> None:
         self.defaults = "defaults"
         self.spawned: list = []
+        self.jobs: dict = {}  # running jobs (status None) and finished ones
 
-    def spawn_child(self, limits, net=None, ahead=None, spare=False):
-        child = SimpleNamespace(limits=limits, net=net, ahead=ahead, spare=spare, ready=True)
+    def spawn_child(self, limits, net=None, ahead=None, spare=False, warm_ahead=True):
+        child = SimpleNamespace(limits=limits, net=net, ahead=ahead, spare=spare, ready=True, warm_ahead=warm_ahead)
         self.spawned.append(child)
         return child
 
@@ -76,6 +78,21 @@ def test_the_pool_keeps_its_size_of_children_that_built_ahead_and_one_that_built
         assert pool.take("defaults", None, payload()).ahead == HOST
     assert pool.take("defaults", None, payload()).ahead is None  # only the plain one left: it serves too
     assert pool.take("other limits", None, payload()).ahead is None  # forked for the job: builds nothing
+
+
+def test_children_made_while_a_job_runs_skip_the_warm_ups_and_those_made_idle_do_not():
+    server = Server()
+    pool = pools.PreforkPool(server, 2, HOST)
+    pool.refill()
+    assert [c.warm_ahead for c in pool.waiting] == [True, True, True]
+    server.jobs = {"a": SimpleNamespace(status=None), "b": SimpleNamespace(status=0)}
+    pool.take("defaults", None, payload())
+    pool.refill()
+    assert pool.waiting[-1].warm_ahead is False  # the sandbox is busy: the child is soon taken
+    server.jobs = {"b": SimpleNamespace(status=0)}
+    pool.take("defaults", None, payload())
+    pool.refill()
+    assert pool.waiting[-1].warm_ahead is True
 
 
 def test_a_job_takes_a_ready_child_before_one_still_building():
@@ -255,12 +272,25 @@ def test_the_programs_clocks_start_when_its_job_does_not_when_its_child_built_th
     assert before_mono - 0.05 <= mono <= time.monotonic()
 
 
+def _busy_child(runner) -> None:
+    """Leave the pool's next child one made while another job ran, which skips the page warm-ups."""
+    sleeper = threading.Thread(target=runner.run, args=(Job(code="import time; time.sleep(2)",
+                                                            limits=_own_limits(runner)),))
+    sleeper.start()
+    time.sleep(0.5)  # the sleeper runs in a child forked for it; the pool's children wait
+    runner.run(Job(code="print(1)"))  # takes the child that warmed up; its replacement is made while the sleeper runs
+    time.sleep(0.5)  # ... and has built its session
+    sleeper.join()
+
+
 def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(ahead):
     probe = "def probe(ns, api):\n    return {'device': api.device_of(ns['model'].weight), 'acc': api.accelerator}\n"
     job = Job(code=PROGRAM, filename="learner.py", mode="grade", grade={"exercise": "t", "probe": probe},
               key="k3y")
     reports = []
-    for limits in (None, _own_limits(ahead)):
+    for limits, busy in ((None, False), (_own_limits(ahead), False), (None, True)):
+        if busy:
+            _busy_child(ahead)
         result = ahead.run(replace(job, limits=limits))
         assert result.status == "ok", result
         report = result.report
@@ -269,5 +299,5 @@ def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(a
         reports.append((result.stdout.splitlines()[:-1], report["probe"], report["device"], report["tampered"],
                         report["outcome"], report["trace"]["counts"], report["trace"]["ops"],
                         report["timeline"]["kernels"], report["timeline"]["gpu_busy_ms"]))
-    assert reports[0] == reports[1]
+    assert reports[0] == reports[1] == reports[2]
     assert reports[0][1] == {"device": "cuda:0", "acc": "cuda:0"}
