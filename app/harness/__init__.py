@@ -54,13 +54,9 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
     `host` (a SimulatedHost payload) before the job comes; the fork server then hands this child only a job that
     fits it (contract.fits_ahead). warm None: no warm-up at all, the session only (a child made while the sandbox
     is busy: PreforkPool.refill says why). spare: first fork the process that runs a graded job's first copy elsewhere,
-    which builds the session ahead for itself but warms nothing (elsewhere.fork_spare). Its copy runs beside the
-    graded run and is done long before it (training-loop's laptop copy: ~9 ms of CPU, untraced, against the graded
-    run's ~25 ms; the graded run found its reply waiting), so warming only moved the copy's page faults ahead, at
-    the price of the warm-up loop: warm() cost the spare 5.3 ms of CPU and spared its copy ~1 ms (~800 faults); the
-    pool child and its spare together spent ~2 ms less of CPU per graded training-loop job without it (2026-12-05;
-    time.process_time in the spare, and getrusage of children in a subreaper that forked copies of a warm server's
-    state, A/B alternated per job, 3 x 30 jobs)."""
+    which builds the session ahead for itself but warms nothing (elsewhere.fork_spare): its copy runs beside the
+    graded run and is done long before it, so warming it would only move the copy's page faults ahead, at the price
+    of the warm-up loop."""
     from app.harness import elsewhere, grade, session
 
     if spare:  # before this process warms its pages: those stay its own, not shared with the spare
