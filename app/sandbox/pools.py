@@ -134,7 +134,7 @@ class PreforkPool:
         return self.server.spawn_child(limits, net=net)
 
     def exited(self, proc, had_job: bool) -> None:
-        """A child's outer process was reaped."""
+        """A child (its job process, or its outer child) was reaped."""
         if not had_job and proc in self.waiting:
             self.waiting.remove(proc)
             self.failures += 1
