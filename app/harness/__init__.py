@@ -71,11 +71,11 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
-    JSON report of facts to report_fd (see grade.py), echoing the key request_key() returns once everything the
-    learner wrote has run (channel.py; None outside a sandboxed job: no key); the verdict is decided outside the
-    sandbox. With `nproc` > 1 this process launches that many ranks, as torchrun would, and runs no learner code
-    itself (launch.py); machines: the sandbox's machine keepers, which fork the ranks of a job of several
-    machines in each machine's own files (app/sandbox/nodes.py).
+    JSON report of facts to report_fd (see grade.py), echoing the key request_key(meanwhile) returns once everything
+    the learner wrote has run, meanwhile() done while the server answers (channel.py; None outside a sandboxed job:
+    no key); the verdict is decided outside the sandbox. With `nproc` > 1 this process launches that many ranks, as
+    torchrun would, and runs no learner code itself (launch.py); machines: the sandbox's machine keepers, which fork
+    the ranks of a job of several machines in each machine's own files (app/sandbox/nodes.py).
     """
     from app.harness import elsewhere as _elsewhere  # each loaded already in the fork server (load())
     from app.harness import grade as _grade
