@@ -43,7 +43,7 @@ _MODULES = {"torch.cuda": torch.cuda, "torch.backends.mps": torch.backends.mps, 
 
 def _not_the_programs_time(hook):
     """A hook of the tracer's: its time is the simulation's, not the program's (machine/clock.py; CLOCK.excluded
-    written out, as it runs for every module call)."""
+    written out, as it runs for every optimizer step)."""
     def timed(*args):
         started = _cpu()
         try:
@@ -59,7 +59,7 @@ class Hooks:
     def install_hooks(self) -> None:
         """Module, optimizer, DataLoader and device-question hooks (before the learner's code runs)."""
         self._observers = [
-            torch.nn.modules.module.register_module_forward_pre_hook(_not_the_programs_time(self._forward_pre_hook)),
+            torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre_hook),
             register_optimizer_step_pre_hook(_not_the_programs_time(self._step_pre_hook)),
             register_optimizer_step_post_hook(self._step_post_hook)]
         self._patch_dataloader()
@@ -175,15 +175,31 @@ class Hooks:
 
     # ---------------------------------------------------------------- module and optimizer hooks
     def _forward_pre_hook(self, module, inputs):
+        """Every module call: the facts of one the learner's line made itself. Only their gathering is measured out of
+        the program's time (CLOCK._cpu_mark), as CLOCK.excluded would: the calls inside a module, most of them, only
+        walk to a frame that is not the learner's, and two CPU-clock reads each (a system call in the sandbox) cost
+        more than that walk."""
         frame = self.learner_frame(direct=True, plumbing=_MODULE_PLUMBING)
         if frame is None:
             return None
+        started = _cpu()
         self.forwards += 1
+        try:
+            # the facts' own torch calls (each input's dim() and shape) are the tracer's, not the program's: through
+            # the mode each was a traced op on the simulated GPU (the clock's enter and leave, a walk to the learner's
+            # line); nothing they answer depends on the mode
+            with torch._C.DisableTorchFunction():
+                self._forward_facts(module, inputs, frame)
+        finally:
+            CLOCK._cpu_mark += _cpu() - started
+        return None
+
+    def _forward_facts(self, module, inputs, frame) -> None:
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         host = any(not self.on_accelerator(t) and t.dim() > 0 for t in tensors)
         if not host and not self.keeping("forward"):
             self.counts["forward"] = self.counts.get("forward", 0) + 1
-            return None
+            return
         params = list(module.parameters())
         fact = dict(line=frame.f_lineno, module=type(module).__name__, id=id(module), step=self.steps,
                     names=self.names_in(frame, module), has_params=bool(params), grad=torch.is_grad_enabled(),
@@ -193,7 +209,6 @@ class Hooks:
         self.record("forward", n=self.forwards, **fact)
         if host:
             self.record("host_input", **fact)
-        return None
 
     def _step_pre_hook(self, optimizer, args, kwargs):
         if not self.keeping("step"):  # past the kept ones only counted: no gradients to look at

@@ -490,7 +490,7 @@ class Tracer(Hooks, Simulation):
         if move is not None:
             self.record("move", src_device=move[0], dst_device=move[1], non_blocking=bool(non_blocking), **fact)
         elif name == "backward":
-            value = float(src.detach().reshape(-1)[0]) if src.numel() and "_pt_nodata" not in src.__dict__ \
+            value = _first_value(src) if src.numel() and "_pt_nodata" not in src.__dict__ \
                 else float("nan")  # a data-less loss has no value to record
             (self.losses if len(self.losses) < LOSS_VALUES_HEAD else self.losses_tail).append(value)
             src._pt_loss = True
@@ -538,6 +538,14 @@ class Tracer(Hooks, Simulation):
                 "steps": self.steps,
                 "forwards": self.forwards, "batches": self.batches, "ops": ops,
                 "first_placement": self.first_placement, "lines": self.lines.report()}
+
+
+def _first_value(t: torch.Tensor) -> float:
+    """The first element of a tensor with values, as a Python float (float(t.reshape(-1)[0])): a loss is one
+    element, whose item() of its detached self is the same number without the view and the indexing (5.3 -> 0.6 us
+    per loss.backward(), timeit); item() of the loss itself would warn about its requires_grad."""
+    t = t.detach()
+    return float(t.item() if t.numel() == 1 else t.reshape(-1)[0])
 
 
 def _meta(t: torch.Tensor) -> bool:
