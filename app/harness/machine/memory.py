@@ -39,7 +39,11 @@ def storage_key(t: torch.Tensor) -> tuple[int, int, bool, int]:
     meta; the address of its values (0 for a meta storage)."""
     with torch._C.DisableTorchFunction():  # never through the tracer's mode (it may be what is tracking t)
         storage = t.untyped_storage()
-        meta = storage.device.type == "meta"
+        # a plain tensor's (or Parameter's) is_meta, not its storage's device: a storage's `.device` builds a
+        # torch.device object (this took 0.64 us per tracked tensor with it, 0.36 without). A subclass may answer
+        # otherwise than its storage (a FakeTensor says cpu over a meta storage): its storage is asked
+        kind = type(t)
+        meta = t.is_meta if kind is torch.Tensor or kind is torch.nn.Parameter else storage.device.type == "meta"
         return storage._cdata, storage.nbytes(), meta, 0 if meta else storage.data_ptr()
 
 
