@@ -4,7 +4,7 @@ Issue 31: under load the graded job itself, not the web server, limits the verdi
 counts every process the job costs, CPU time not wall (other work on the host does not enter it):
 - the fork server's own CPU (its pipes, the job's cgroups, the pool's bookkeeping);
 - the zygote's own CPU (its forks: each copies the page tables of torch's heap);
-- every child and what it forked, from fork to reap: the outer child, the job process (isolation, the session
+- every child and what it forked, from fork to reap: the job process (isolation, the session
   built ahead and the page warm-ups while it waits, the graded run, its exit), a graded job's spare
   (app/harness/elsewhere.py), and the pool's refill, since under saturation every job consumes a waiting child;
 - this process (the LocalRunner's side and the verdict decided outside the sandbox), as `client_ms`.

@@ -54,13 +54,9 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
     `host` (a SimulatedHost payload) before the job comes; the fork server then hands this child only a job that
     fits it (contract.fits_ahead). warm None: no warm-up at all, the session only (a child made while the sandbox
     is busy: PreforkPool.refill says why). spare: first fork the process that runs a graded job's first copy elsewhere,
-    which builds the session ahead for itself but warms nothing (elsewhere.fork_spare). Its copy runs beside the
-    graded run and is done long before it (training-loop's laptop copy: ~9 ms of CPU, untraced, against the graded
-    run's ~25 ms; the graded run found its reply waiting), so warming only moved the copy's page faults ahead, at
-    the price of the warm-up loop: warm() cost the spare 5.3 ms of CPU and spared its copy ~1 ms (~800 faults); the
-    pool child and its spare together spent ~2 ms less of CPU per graded training-loop job without it (2026-12-05;
-    time.process_time in the spare, and getrusage of children in a subreaper that forked copies of a warm server's
-    state, A/B alternated per job, 3 x 30 jobs)."""
+    which builds the session ahead for itself but warms nothing (elsewhere.fork_spare): its copy runs beside the
+    graded run and is done long before it, so warming it would only move the copy's page faults ahead, at the price
+    of the warm-up loop."""
     from app.harness import elsewhere, grade, session
 
     if spare:  # before this process warms its pages: those stay its own, not shared with the spare
@@ -75,11 +71,11 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     """Run one job described by payload; return the exit code.
 
     mode "run": run the code and report nothing. mode "grade": run it under the placement tracer and write one
-    JSON report of facts to report_fd (see grade.py), echoing the key request_key() returns once everything the
-    learner wrote has run (channel.py; None outside a sandboxed job: no key); the verdict is decided outside the
-    sandbox. With `nproc` > 1 this process launches that many ranks, as torchrun would, and runs no learner code
-    itself (launch.py); machines: the sandbox's machine keepers, which fork the ranks of a job of several
-    machines in each machine's own files (app/sandbox/nodes.py).
+    JSON report of facts to report_fd (see grade.py), echoing the key request_key(meanwhile) returns once everything
+    the learner wrote has run, meanwhile() done while the server answers (channel.py; None outside a sandboxed job:
+    no key); the verdict is decided outside the sandbox. With `nproc` > 1 this process launches that many ranks, as
+    torchrun would, and runs no learner code itself (launch.py); machines: the sandbox's machine keepers, which fork
+    the ranks of a job of several machines in each machine's own files (app/sandbox/nodes.py).
     """
     from app.harness import elsewhere as _elsewhere  # each loaded already in the fork server (load())
     from app.harness import grade as _grade

@@ -181,9 +181,10 @@ def encode_report(report: Report, budget: int = REPORT_BUDGET) -> bytes:
     return data
 
 
-def _write_report(report_fd: int | None, report: Report) -> None:
-    if report_fd is not None:
-        write_bytes(report_fd, encode_report(report))
+def with_nonce(key: str, body: bytes) -> bytes:
+    """The report encoded without its key (encode_report), with the key put first: the bytes
+    encode_report({"nonce": key, **report}) gives."""
+    return b'{"nonce": ' + json.dumps(key).encode() + (b", " + body[1:] if body != b"{}" else b"}")
 
 
 def write_json(report_fd: int, value: dict) -> None:
@@ -201,11 +202,18 @@ def write_bytes(report_fd: int, data: bytes) -> None:
 
 def run_grade(payload: JobPayload, report_fd: int | None, request_key) -> int:
     """Run the learner's file under the tracer, then the probe; ask for the key; write the report; return the
-    exit code."""
+    exit code.
+
+    The report is encoded while the fork server answers the key request (channel.request_key's meanwhile), the key
+    then put in front of it (with_nonce): the graded job no longer waits for the server's answer before its last
+    0.4-0.8 ms of work (training-loop's 51 KB report)."""
     grade = dict(payload.get("grade") or {})
     payload["grade"] = None  # the learner's code must not find the probe in the payload
     report, status = collect(payload, grade)
-    _write_report(report_fd, {"nonce": request_key(), **report})
+    body: list[bytes] = []
+    key = request_key(None if report_fd is None else lambda: body.append(encode_report(report)))
+    if report_fd is not None:
+        write_bytes(report_fd, with_nonce(key, body[0]))
     return status
 
 

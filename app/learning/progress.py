@@ -2,7 +2,8 @@
 into an account. Every function takes the session as a keyword and leaves committing to the caller.
 
 A submission's life (app/submissions/) calls `record_submission` when a learner submits code (counts one
-attempt) and `start_submission` when the sandbox picks it up; when grading ends, `finish()` stores the verdict
+attempt) and `start_submission` when the sandbox picks it up (the embedded runner's runs are stored "running" at
+once: their job starts first); when grading ends, `finish()` stores the verdict
 and its progress hook (app/submissions/hooks.py) touches the learner and, for a pass, calls
 `mark_exercise_passed`, the one function that marks an exercise passed. `latest_submission` restores a learner's
 last code and `list_submissions` gives the attempts history.
@@ -75,8 +76,9 @@ def record_submission(
     machine: str | None = None,
     starter: str | None = None,
 ) -> Submission:
-    """Store a new submission (status "queued", or "rejected" for code refused before running) and count
-    one attempt on the exercise. Return it; its `.id` is a random 32-hex-digit string.
+    """Store a new submission (status "queued"; "running" when its job has started already, as LiveHub's have;
+    "rejected" for code refused before running) and count one attempt on the exercise. Return it; its `.id` is a
+    random 32-hex-digit string.
 
     Whether it ran nothing new (the exercise's `starter` unchanged, code already tried, a syntax error only) is
     decided here, once (app/learning/attempts.py)."""

@@ -3,16 +3,23 @@
 Process tree of one job (root mode):
 
     fork server (supervisor: holds the jobs' output, reads their pipes, enforces limits; forks no job)
-      └─ zygote (warm torch, the prepared context; holds nothing of any job: zygote.py; reaps the outer
-         children and passes their fates on to the server)
-           └─ outer child (root; joins the job's cgroups; unshares namespaces; waits)
-                └──fork──> job process: pid 1 of its own pid namespace; builds the read-only root,
-                           sets rlimits, drops to the slot's uid, loads seccomp, then blocks until
-                           the server writes the job's payload, and runs the harness.
+      └─ zygote (warm torch, the prepared context; holds nothing of any job: zygote.py; reaps the job processes
+         and passes their fates on to the server)
+           └──fork──> job process: pid 1 of its own pid namespace (the zygote unshares one for it right before the
+                      fork); joins the job's cgroups, unshares the other namespaces, builds the read-only root,
+                      sets rlimits, drops to the slot's uid, loads seccomp, then blocks until the server writes
+                      the job's payload, and runs the harness.
 
 When the job process exits, the kernel kills every other process in its pid namespace, so daemons cannot
-outlive a job; the server's cgroup sweep catches anything else. The outer child re-raises the job's fate (exit code
-or signal) so the server reads it from an ordinary waitpid.
+outlive a job; the server's cgroup sweep catches anything else. The zygote reaps the job process itself, so the
+server reads its own exit code or signal and CPU time. The job process forks nothing it does not need: an
+intermediate process here would copy torch's page tables a second time for every job (~3 ms of CPU, bench/README
+"The machine's CPU per graded job, by stage") and free them again at its exit.
+
+Without root (user-namespace mode) an outer child stands between the zygote and the job process: it unshares a
+user namespace, which cannot be undone in the zygote, with the job's namespaces under it, forks the job process
+(pid 1 of the new pid namespace) and re-raises its fate (exit code or signal). In unsafe development mode (no
+namespaces) the zygote's child is the job process, in a session of its own that the server kills by group.
 
 File descriptors of the job process: 0 stdin at EOF, 1 stdout pipe, 2 stderr pipe, 3 payload pipe (the payload,
 length first; later the job's key, see app/harness/channel.py), 4 report pipe (its first byte, b"R",
@@ -28,6 +35,7 @@ import io
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import sys
@@ -83,7 +91,7 @@ class Context:
     gpu_plan: isolation.RootPlan | None  # plan + the GPU driver's libraries, for GPU slots' children
     harness: object  # the imported app.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
-    server_pid: int = field(default_factory=os.getpid)  # the outer children's parent: the zygote, once it runs
+    parent_pidfd: int | None = None  # the zygote's pidfd, readable once it exited: its children's parent (zygote.py)
     warm_ahead: bool = True  # per request: a child that builds a session ahead warms its pages first (spawn)
 
 
@@ -146,16 +154,28 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
                         spare=bool(spare and ahead), net=net)
 
 
-def start_outer_child(ctx: Context, request: dict, fds: list[int], limits_type) -> None:
-    """In the zygote's middle process's child: rebuild the request's objects and become the outer child."""
+def start_child(ctx: Context, request: dict, fds: list[int], limits_type) -> None:
+    """In the zygote's child: rebuild the request's objects and become the job process (or the outer child).
+    Never returns."""
     from app.sandbox.cgroups import JobCgroup
 
-    cgroup = JobCgroup.from_dict(request["cgroup"]) if request.get("cgroup") else None
-    warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
-    ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
-    ctx.warm_ahead = bool(request.get("warm_ahead", True))
-    _outer_child(ctx, limits_type.from_dict(request["limits"]), int(request["slot"]), cgroup, fds, warm,
-                 request["net"], request.get("ahead"), bool(request.get("spare")))
+    try:
+        cgroup = JobCgroup.from_dict(request["cgroup"]) if request.get("cgroup") else None
+        warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
+        limits, slot, net = limits_type.from_dict(request["limits"]), int(request["slot"]), request["net"]
+        ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
+        ctx.warm_ahead = bool(request.get("warm_ahead", True))
+    except BaseException as exc:  # noqa: BLE001 - never back into the zygote's loop
+        _setup_failed(exc)
+    _zygote_child(ctx, limits, slot, cgroup, fds, warm, net, request.get("ahead"), bool(request.get("spare")))
+
+
+def new_pid_namespace(request: dict) -> bool:
+    """Say whether the zygote forks this request's child into a fresh pid namespace: as root, with isolation.
+
+    In user-namespace mode the outer child makes the pid namespace under its user namespace; in unsafe mode there
+    is none."""
+    return bool(request["isolate"]) and not request["userns"]
 
 
 def _arrange_fds(fds: list[int]) -> None:
@@ -170,31 +190,35 @@ def _arrange_fds(fds: list[int]) -> None:
     os.closerange(len(high), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
-def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, net: str | None,
-                 ahead: dict | None = None, spare: bool = False) -> None:
-    """Run in the forked child: join cgroups, unshare, fork the job process, and mirror its fate. Never returns.
+def _zygote_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, net: str | None,
+                  ahead: dict | None = None, spare: bool = False) -> None:
+    """Run in the zygote's forked child: join cgroups, unshare, and become the job process. Never returns.
 
-    Namespaces are unshared here, in a process with one thread, also for a warm-first child: its job process
-    starts threads (CUDA, OpenMP) before it isolates, and unshare(CLONE_NEWUSER) refuses a process with threads.
-    """
+    Namespaces are unshared here, while the process has one thread, also for a warm-first child: its warm-up
+    starts threads (CUDA, OpenMP), and unshare changes only the calling thread's namespaces (CLONE_NEWUSER refuses
+    a process with threads). As root the pid namespace is already the job's own (the zygote made it); with a
+    user namespace this outer child forks the job process into the new one and mirrors its fate."""
     try:
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if _parent_gone(ctx):  # the zygote died before the line above took effect
+            os._exit(SETUP_FAILED)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        _arrange_fds(fds)
+        _arrange_fds(fds)  # also closes the zygote's own descriptors (its pid namespace, its pidfd)
         if cgroup is not None:
             cgroup.join()
-        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != ctx.server_pid:  # the server died before the line above took effect
-            os._exit(SETUP_FAILED)
         if not ctx.isolate:
             os.setsid()  # unsafe mode: the server kills the job by process group
             _job_process(ctx, limits, slot, warm, net, ahead, spare)
-        if ctx.userns:
-            _enter_user_namespace()
-        else:
-            isolation.unshare(isolation.JOB_NAMESPACES)
+        if not ctx.userns:
+            if os.getpid() != 1:  # the zygote's unshare(CLONE_NEWPID) did not take: never run a job without it
+                raise RuntimeError("the job process is not pid 1 of its own pid namespace")
+            # after joining: the cgroup namespace's root is the job's own group
+            isolation.unshare(isolation.JOB_NAMESPACES & ~isolation.CLONE_NEWPID)
+            _job_process(ctx, limits, slot, warm, net, ahead, spare)
+        _enter_user_namespace()
         pid = os.fork()
         if pid == 0:
             _job_process(ctx, limits, slot, warm, net, ahead, spare)
@@ -202,6 +226,13 @@ def _outer_child(ctx: Context, limits, slot: int, cgroup, fds: list[int], warm, 
         _mirror_exit(pid)
     except BaseException as exc:  # noqa: BLE001 - report any setup failure on stderr, then exit
         _setup_failed(exc)
+
+
+def _parent_gone(ctx: Context) -> bool:
+    """Say whether the zygote has exited. Its pid cannot tell: pid 1 of a pid namespace reads its parent as 0."""
+    if ctx.parent_pidfd is None:
+        return False
+    return bool(select.select([ctx.parent_pidfd], [], [], 0)[0])
 
 
 def _enter_user_namespace() -> None:

@@ -71,6 +71,11 @@ def unshare(flags: int) -> None:
     _check(libc.unshare(flags), "unshare")
 
 
+def setns(fd: int, nstype: int) -> None:
+    """Move the calling process into the namespace fd refers to (Python 3.11 has no os.setns)."""
+    _check(libc.setns(fd, nstype), "setns")
+
+
 def mount(src: str | None, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     """Call mount(2)."""
     enc = lambda s: None if s is None else s.encode()  # noqa: E731

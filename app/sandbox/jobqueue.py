@@ -104,11 +104,11 @@ class JobQueue:
         if self.refuse is None and not self.closing:
             # a job handed over within REFILL_HOLD_S and still running: most jobs end sooner, and their result
             # goes out first (PreforkPool.refill says why); the step after the hold tops the pool up
-            hold = any(job.status is None and time.monotonic() - job.started < REFILL_HOLD_S
-                       for job in self.jobs.values())
+            running = [job for job in self.jobs.values() if job.status is None]
+            hold = any(time.monotonic() - job.started < REFILL_HOLD_S for job in running)
             for pool in (self.cpu_pool, self.gpu_pool):
                 if pool is not None:
-                    pool.refill(hold)
+                    pool.refill(hold, busy=bool(running))
 
     def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False, key: str | None = None) -> None:
         """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots).

@@ -66,7 +66,7 @@ class RunningJob:
         self.cancelled = False
         self.killed = False  # SIGKILL sent; waiting for the processes to be reaped
         self.noted = False  # a [sandbox] marker line was added
-        self.status: int | None = None  # raw wait status of the outer child
+        self.status: int | None = None  # raw wait status of the zygote's child (the job process)
         self.cpu_s: float | None = None
         self.cpu_base = 0.0  # CPU seconds the child's cgroup had used when the job was handed over
         self.batch: list[list[str]] = []

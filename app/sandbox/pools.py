@@ -81,27 +81,24 @@ class PreforkPool:
         self.waiting: list = []
         self.failures = 0
 
-    def refill(self, hold: bool = False) -> None:
+    def refill(self, hold: bool = False, busy: bool = False) -> None:
         """Keep `size` isolated children waiting for code (default limits only).
 
         hold: a job was just handed over. Then only an empty pool is refilled: the server no longer waits for the
         zygote's fork (zygote.py), but the fork (it copies the page tables of torch's heap: 5 ms idle, 60 ms on a
         loaded host), the new child's isolation and its cgroups' creation take CPU from a short job that has just
-        started, on a host with few cores."""
+        started, on a host with few cores. busy: a job is running."""
         if hold and self.waiting:
             return
         # `size` children that build the default machine's session, and one that builds nothing for other jobs
         # (with one kind only, a job on the default machine that comes while its child still builds would take the
         # plain one: the pool's depth is what hides a child's preparation)
         wanted = self.size + (1 if self.ahead is not None and self.size else 0)
-        # a child made while another job runs skips the page warm-ups (prepare_ahead), and builds only the session:
-        # the sandbox is busy, every child it makes is soon taken, and the warm-ups cost the child more CPU than
-        # they spare its job (warm_pages 5.5 ms and warm_simulation 3.3 ms of the waiting child's CPU, medians, for
-        # ~2.3 and ~1.3 ms less of the job's). Graded jobs of bench.load's mix, 4 at once on 2 cores, every process
-        # of the sandbox counted (bench.jobcpu, 2026-12-05, medians of alternated runs): 45.6 -> 42.0 ms of CPU per
-        # job without the warm-ups; with this rule, on a busier host, 51.8 -> 45.4 (median of the pairs: -4.2). A
-        # child made while the sandbox is idle still warms up: a lone learner's job keeps its ~3.6 ms shorter run.
-        warm_ahead = not any(job.status is None for job in getattr(self.server, "jobs", {}).values())
+        # a child made while a job runs skips the page warm-ups (prepare_ahead) and builds only the session: the
+        # sandbox is busy, every child it makes is soon taken, and the warm-ups cost the child more CPU than they
+        # spare its job (878756e has the figures). A child made while the sandbox is idle still warms up, for a
+        # lone learner's shorter job.
+        warm_ahead = not busy
         while len(self.waiting) < wanted and self.failures < MAX_FAILURES:
             ahead, spare = self._next_ahead()
             self.waiting.append(self.server.spawn_child(self.server.defaults, ahead=ahead, spare=spare,
@@ -137,7 +134,7 @@ class PreforkPool:
         return self.server.spawn_child(limits, net=net)
 
     def exited(self, proc, had_job: bool) -> None:
-        """A child's outer process was reaped."""
+        """A child (its job process, or its outer child) was reaped."""
         if not had_job and proc in self.waiting:
             self.waiting.remove(proc)
             self.failures += 1
@@ -174,8 +171,8 @@ class SpawnPool:
         self.server, self.warm, self.monitor = server, warm, monitor
         self.slots = [Slot(i, g) for i, g in enumerate(gpu_slots)]
 
-    def refill(self, hold: bool = False) -> None:
-        """Prepare a child for every empty slot (held or not: a job may be waiting for one)."""
+    def refill(self, hold: bool = False, busy: bool = False) -> None:
+        """Prepare a child for every empty slot (held or not: a job may be waiting for one; busy or not)."""
         for slot in self.slots:
             if slot.state == "empty" and slot.broken is None:
                 warm = Warm(gpu=slot.gpu, dev_root=self.warm.dev_root, gpu_memory_bytes=self.warm.gpu_memory_bytes,

@@ -70,7 +70,7 @@ class ForkServer(JobQueue):
         self.cpu_pool = self.gpu_pool = None
         self.gpu_refuse: str | None = None  # why GPU slots were asked for but cannot be used
         self.waiting: deque = deque()  # (job id, payload, limits, pool): jobs waiting for a ready child
-        self.children: dict[int, object] = {}  # outer child pid -> ChildProcess
+        self.children: dict[int, object] = {}  # the zygote's child's pid -> ChildProcess
         self.starting: deque = deque()  # ChildProcesses asked of the zygote whose pid has not come yet, in order
         # finished children's cgroups still to remove, with their uid slot and when they finished (see retire)
         self.retiring: list[tuple[object, int, float]] = []
@@ -196,7 +196,7 @@ class ForkServer(JobQueue):
         except ProcessLookupError:
             pass
         if proc.cgroup is not None:
-            proc.cgroup.signal_all()  # no waiting here: finish() sweeps once the outer child is reaped
+            proc.cgroup.signal_all()  # no waiting here: finish() sweeps once the child is reaped
 
     # ------------------------------------------------------------------ events
     def send(self, message: dict) -> None:
@@ -279,7 +279,7 @@ class ForkServer(JobQueue):
                 pass
 
     def reap(self) -> None:
-        """Finish the jobs whose outer child exited (the zygote reaps those and says how each ended); reap our
+        """Finish the jobs whose child exited (the zygote reaps those and says how each ended); reap our
         own children (the zygote; orphans that reach us, the subreaper)."""
         while True:
             try:
@@ -305,7 +305,7 @@ class ForkServer(JobQueue):
         for pid, status, cpu_s in exits:
             proc = self.children.pop(pid, None)
             if proc is not None:
-                proc.cpu_s = cpu_s  # the outer child waited for the job process: the job's CPU time included
+                proc.cpu_s = cpu_s  # all of the job's processes: its pid 1 (or outer child) reaped them
                 self.finish(proc, status)
 
     def _forked(self, proc, pid: int | None, error: str | None) -> None:
@@ -321,7 +321,7 @@ class ForkServer(JobQueue):
             self._kill_proc(proc)
 
     def finish(self, proc, status: int) -> None:
-        """The outer child exited: kill stragglers, send the result if not sent yet, clean up (its cgroups and uid
+        """The child exited: kill stragglers, send the result if not sent yet, clean up (its cgroups and uid
         slot once its processes are gone: retire)."""
         if proc.cgroup is not None:
             proc.cgroup.signal_all()

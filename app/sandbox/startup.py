@@ -116,7 +116,7 @@ def huge_pages(maps_path: str = "/proc/self/maps") -> int:
     A fork copies one page-table entry, and takes one reference, per 4 KiB page of private memory, and the
     child's exit drops them again: with torch's ~220 MB anonymous heap that is ~57,000 entries, about 12 ms of
     CPU in the parent and 15 ms at the child's exit on the development machine, paid by every fork of a job
-    (the zygote's outer child and the job below it, and a graded job's copy on another machine,
+    (the zygote's child, an outer child's job process in user-namespace mode, and a graded job's copy elsewhere,
     app/harness/elsewhere.py). A 2 MiB page is one entry: the same fork measured 1.1 ms and 2.2 ms. A job that
     writes to a shared huge page splits only its own mapping of it and copies the 4 KiB it wrote, as before.
     Anonymous read-write ranges only (the heap and torch's arenas); a kernel without MADV_COLLAPSE, or with huge

@@ -1,9 +1,10 @@
 """Inside a warm-first child: warm up for its device (a CUDA context on its GPU, or the CPU), then isolate.
 
 The spawn-then-isolate pool's children run this instead of isolating first. The namespaces were already
-unshared by the single-threaded outer child (unshare(CLONE_NEWUSER) refuses a process with threads, and CUDA
-starts threads); the child joined its cgroups there too, so the devices cgroup confines the CUDA context to the
-slot's GPU from its first open(). What remains after the warm-up must work in a process that has threads:
+unshared while the child had one thread (child.py: unshare changes only the calling thread's namespaces, and
+CLONE_NEWUSER refuses a process with threads; CUDA starts threads); the child joined its cgroups then too, so the
+devices cgroup confines the CUDA context to the slot's GPU from its first open(). What remains after the warm-up
+must work in a process that has threads:
 
 - pivot_root moves every thread (they share one fs_struct), rlimits are per process, glibc's setresuid changes
   the credentials of every thread, and the seccomp filter is loaded into every thread at once (TSYNC), which

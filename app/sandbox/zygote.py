@@ -9,13 +9,16 @@ context built), and before its first job, it forks this zygote, which then does 
                        as JSON, with the child's five pipe ends attached (SCM_RIGHTS)
     zygote -> server   one datagram: {"pid": N} (or {"error": text})
 
-For each request it forks the outer child (child.py) at once and answers with its pid; it reaps its children
-and passes each one's fate on to the server, which finishes the job exactly as before. The server does not wait
-for the answer: the fork copies the page tables of torch's heap (milliseconds, tens of them on a loaded host),
-and meanwhile the server goes on reading its jobs' pipes and sending their results. Answers come in the order of
-the requests (the zygote handles one at a time), and a child's pid always comes before its fate:
+For each request it forks the child (child.py) at once and answers with its pid; it reaps its children and
+passes each one's fate on to the server, which finishes the job exactly as before. As root, that child is the job
+process itself, pid 1 of a fresh pid namespace: the zygote unshares one right before the fork and then rejoins
+its own (setns: a process may always return to its own pid namespace), so torch's page tables are copied once
+per job, and the zygote reaps the job process itself. The server does not wait for the answer: the fork copies
+the page tables of torch's heap (milliseconds, tens of them on a loaded host), and meanwhile the server goes on
+reading its jobs' pipes and sending their results. Answers come in the order of the requests (the zygote handles
+one at a time), and a child's pid always comes before its fate:
 
-    zygote -> server   {"exit": pid, "status": wait status, "cpu_s": CPU seconds of the child and its job}
+    zygote -> server   {"exit": pid, "status": wait status, "cpu_s": CPU seconds of the child and all it reaped}
 
 Requests carry only what every child of that kind gets anyway, and the zygote learns nothing of a job but its
 pid and how it ended: what a child inherits from the zygote is the same for every job. The payload goes from the
@@ -66,7 +69,7 @@ class Zygote:
         return cls(pid, ours)
 
     def request_child(self, request: dict, fds: list[int]) -> None:
-        """Ask the zygote to fork one outer child for this request with these pipe ends; do not wait: its pid (or
+        """Ask the zygote to fork one child for this request with these pipe ends; do not wait: its pid (or
         why it failed) is read later, in collect(), into `forked`."""
         socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
 
@@ -118,7 +121,8 @@ def _serve(ctx, sock: socket.socket) -> None:
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        ctx.server_pid = os.getpid()  # the outer children's parent, whose death must end them
+        ctx.parent_pidfd = os.pidfd_open(os.getpid())  # the children's parent, whose death must end them
+        own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         freeze_heap()
         sel = selectors.DefaultSelector()
         sel.register(sock, selectors.EVENT_READ, "request")
@@ -126,7 +130,7 @@ def _serve(ctx, sock: socket.socket) -> None:
         while True:
             for key, _ in sel.select():
                 if key.data == "request":
-                    _answer(ctx, sock)
+                    _answer(ctx, sock, own_pid_ns)
                 else:
                     _drain(wake_r)
             _report_exits(sock)
@@ -154,11 +158,11 @@ def _report_exits(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        # the outer child waited for the job process, so its usage includes the job's CPU time
+        # a job's pid 1 reaped every process of its namespace before it exited; an outer child, its job process
         sock.send(json.dumps({"exit": pid, "status": status, "cpu_s": usage.ru_utime + usage.ru_stime}).encode())
 
 
-def _answer(ctx, sock: socket.socket) -> None:
+def _answer(ctx, sock: socket.socket, own_pid_ns: int) -> None:
     """Take one request and answer it with the new child's pid."""
     data, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX, FDS_PER_CHILD)
     if not data:
@@ -167,7 +171,7 @@ def _answer(ctx, sock: socket.socket) -> None:
         request = json.loads(data)
         if len(fds) != FDS_PER_CHILD:
             raise ValueError(f"{len(fds)} pipe ends came with the request, not {FDS_PER_CHILD}")
-        reply = {"pid": _fork(ctx, request, fds)}
+        reply = {"pid": _fork(ctx, request, fds, own_pid_ns)}
     except Exception as exc:  # noqa: BLE001 - one bad request is refused; the zygote goes on
         log(f"zygote: could not fork a child: {exc}")
         reply = {"error": f"{type(exc).__name__}: {exc}"}
@@ -177,13 +181,26 @@ def _answer(ctx, sock: socket.socket) -> None:
     sock.send(json.dumps(reply).encode())
 
 
-def _fork(ctx, request: dict, fds: list[int]) -> int:
-    """Fork the outer child of this request; return its pid."""
+def _fork(ctx, request: dict, fds: list[int], own_pid_ns: int) -> int:
+    """Fork the child of this request (as root, into a pid namespace of its own); return its pid.
+
+    own_pid_ns: a descriptor of the zygote's pid namespace, to return to after the fork. Until it has, its next
+    unshare(CLONE_NEWPID) would fail, so a failed fork returns too."""
     from app.sandbox import child as childmod
 
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    new_ns = childmod.new_pid_namespace(request)
+    if new_ns:
+        isolation.unshare(isolation.CLONE_NEWPID)  # for the next child only: the zygote itself stays where it is
+    try:
+        pid = os.fork()
+    except BaseException:
+        if new_ns:
+            isolation.setns(own_pid_ns, isolation.CLONE_NEWPID)
+        raise
     if pid == 0:
-        childmod.start_outer_child(ctx, request, fds, Limits)  # never returns
+        childmod.start_child(ctx, request, fds, Limits)  # never returns
+    if new_ns:
+        isolation.setns(own_pid_ns, isolation.CLONE_NEWPID)
     return pid

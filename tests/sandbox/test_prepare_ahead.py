@@ -18,7 +18,7 @@ import pytest
 
 from app.harness.contract import DEFAULT_HOST, fits_ahead, host_for, machine_host
 from app.runner import BlockingRunner, Job
-from app.sandbox import pools
+from app.sandbox import jobqueue, pools
 from app.sandbox.job_limits import Limits
 from tests.helpers import make_settings
 
@@ -52,6 +52,7 @@ class Server:
         self.defaults = "defaults"
         self.spawned: list = []
         self.jobs: dict = {}  # running jobs (status None) and finished ones
+        self.refuse, self.closing, self.cpu_pool, self.gpu_pool = None, False, None, None  # for JobQueue.refill_pools
 
     def spawn_child(self, limits, net=None, ahead=None, spare=False, warm_ahead=True):
         child = SimpleNamespace(limits=limits, net=net, ahead=ahead, spare=spare, ready=True, warm_ahead=warm_ahead)
@@ -82,16 +83,19 @@ def test_the_pool_keeps_its_size_of_children_that_built_ahead_and_one_that_built
 
 def test_children_made_while_a_job_runs_skip_the_warm_ups_and_those_made_idle_do_not():
     server = Server()
-    pool = pools.PreforkPool(server, 2, HOST)
-    pool.refill()
+    server.cpu_pool = pool = pools.PreforkPool(server, 2, HOST)
+    refill = lambda: jobqueue.JobQueue.refill_pools(server)  # noqa: E731 - the fork server's own step
+    refill()
     assert [c.warm_ahead for c in pool.waiting] == [True, True, True]
-    server.jobs = {"a": SimpleNamespace(status=None), "b": SimpleNamespace(status=0)}
+    past_hold = time.monotonic() - jobqueue.REFILL_HOLD_S - 1
+    server.jobs = {"a": SimpleNamespace(status=None, started=past_hold),
+                   "b": SimpleNamespace(status=0, started=past_hold)}
     pool.take("defaults", None, payload())
-    pool.refill()
+    refill()
     assert pool.waiting[-1].warm_ahead is False  # the sandbox is busy: the child is soon taken
-    server.jobs = {"b": SimpleNamespace(status=0)}
+    server.jobs = {"b": SimpleNamespace(status=0, started=past_hold)}
     pool.take("defaults", None, payload())
-    pool.refill()
+    refill()
     assert pool.waiting[-1].warm_ahead is True
 
 

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import sys
 import time
 from dataclasses import dataclass, field
+from functools import cache
 
 import httpx
 
 from app import ROOT
 
 EXERCISES = ("same-device", "pick-device", "training-loop", "bring-it-back")
+
+# These clients are the load generator of bench.load and share the 2 cores with the server they measure, so CPU
+# they spend on nothing is taken from the site (bench/README.md). Two such costs, neither of which changes a byte
+# sent or received:
+# - httpcore asks `import sniffio` before each connection's locks and each request (httpcore/_synchronization.py);
+#   sniffio is not installed (the lock has none), and a failed import is not remembered, so each one searched
+#   sys.path again: ~30 us, about once per request. Marking it missing in sys.modules makes the same
+#   ImportError immediate; httpcore goes on as before ("asyncio").
+if importlib.util.find_spec("sniffio") is None:
+    sys.modules.setdefault("sniffio", None)
+
+
+@cache
+def tls_context():
+    """httpx's own default TLS context (certifi's CA bundle), built once: each AsyncClient otherwise builds one,
+    ~15 ms of CPU (loading the bundle), even for the http:// URLs these clients use; 82 clients in bench.load."""
+    return httpx.create_ssl_context()
 
 
 def solutions() -> dict[str, str]:
@@ -35,7 +55,7 @@ class Learner:
     """One browser's worth of state: its own session cookie, CSRF token and (anonymous) learner id."""
 
     def __init__(self, base_url: str, *, timeout: float = 120.0) -> None:
-        self.client = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self.client = httpx.AsyncClient(base_url=base_url, timeout=timeout, verify=tls_context())
         self.cookie = ""
 
     async def __aenter__(self) -> "Learner":
@@ -115,7 +135,7 @@ async def read_pages(base_url: str, readers: int, stop: asyncio.Event, stats: Re
     queue of 20 simultaneous requests is most of the p99, with no server-side cause.
     """
     async def reader(n: int) -> None:
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30, verify=tls_context()) as client:
             if think_s:
                 await asyncio.sleep(think_s * n / readers)
                 await client.get(f"/lessons/{lessons[n % len(lessons)]}")  # connection set-up, not counted

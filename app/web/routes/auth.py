@@ -147,8 +147,11 @@ def api_logout(request: Request, session: SessionDep) -> CsrfOut:
 
 
 @router.get("/api/auth/csrf", response_model=CsrfOut, tags=["auth"])
-def api_csrf(request: Request) -> CsrfOut:
-    """Return this session's CSRF token, to send as the X-CSRF-Token header on POST, PATCH and DELETE."""
+async def api_csrf(request: Request) -> CsrfOut:
+    """Return this session's CSRF token, to send as the X-CSRF-Token header on POST, PATCH and DELETE.
+
+    async: it reads the session the middleware loaded; as a plain `def`, FastAPI ran it and then its response
+    model's check in the thread pool, two hops out of the event loop and back for nothing that waits."""
     return CsrfOut(csrf_token=request.session["csrf"])
 
 

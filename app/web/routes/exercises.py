@@ -256,8 +256,11 @@ def reveal_solution_form(exercise: ExerciseDep, learner: LearnerId, session: Ses
 
 
 @router.get("/api/submissions/{submission_id}", responses=NOT_YOURS)
-def get_submission(submission: OwnedSubmission) -> dict:
-    """Return the submission's Verdict JSON (status "queued"/"running" until it is done), code and timings."""
+async def get_submission(submission: OwnedSubmission) -> dict:
+    """Return the submission's Verdict JSON (status "queued"/"running" until it is done), code and timings.
+
+    async: owned_submission has read the row in a worker thread already; a plain `def` here was a second hop into
+    the thread pool and back for a dict built from that row (a verdict's event is built in the event loop too)."""
     return verdict_json(submission)
 
 

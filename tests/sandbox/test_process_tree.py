@@ -1,0 +1,77 @@
+"""As root, a job process is the zygote's own child, pid 1 of a pid namespace of its own (child.py's tree), and the
+zygote forks each next one from its own pid namespace again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.runner import BlockingRunner
+from tests.helpers import make_settings
+
+
+@pytest.fixture(scope="module", params=["prefork", "spawn"])
+def pool(request, tmp_path_factory):
+    """A started runner of each pool: children that isolate then wait, and children that warm up then isolate."""
+    if os.getuid() != 0:
+        pytest.skip("as root only: in user-namespace mode an outer child forks the job process")
+    settings = make_settings(tmp_path_factory.mktemp("tree"), sandbox_prefork=2, sandbox_pool=request.param)
+    with BlockingRunner(settings) as runner:
+        yield runner
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is pid."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text() if name.isdigit() else ""
+        except OSError:
+            continue
+        if stat and int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            found.append(int(name))
+    return found
+
+
+def status_field(pid: int, field: str) -> str:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return next(line.split(":", 1)[1].split() for line in lines if line.startswith(field + ":"))
+
+
+def test_every_job_process_is_pid_1_of_its_own_namespace_and_the_zygotes_child(pool):
+    for _ in range(3):  # each job takes a waiting child; the pool forks the next ones from the same zygote
+        r = pool.run_code("import os\nprint(os.getpid(), os.getppid())")
+        assert (r.status, r.stdout) == ("ok", "1 0\n"), r
+    (zygote,) = children(pool.runner.server_pid)
+    own = os.readlink(f"/proc/{zygote}/ns/pid")
+    assert os.readlink(f"/proc/{zygote}/ns/pid_for_children") == own  # back in its own after every fork
+    waiting = children(zygote)
+    assert waiting, "the pool has waiting children"
+    namespaces = set()
+    for pid in waiting:
+        assert status_field(pid, "NSpid")[-1] == "1"
+        namespaces.add(os.readlink(f"/proc/{pid}/ns/pid"))
+    assert own not in namespaces and len(namespaces) == len(waiting)
+
+
+def test_a_child_knows_its_zygote_is_gone_though_its_parent_reads_as_pid_0():
+    """The "server died before PDEATHSIG took" check (child.py _parent_gone) reads the zygote's pidfd."""
+    from app.sandbox.child import Context, _parent_gone
+
+    ctx = Context.__new__(Context)
+    ctx.parent_pidfd = os.pidfd_open(os.getpid())
+    try:
+        assert not _parent_gone(ctx)
+    finally:
+        os.close(ctx.parent_pidfd)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    ctx.parent_pidfd = os.pidfd_open(pid)
+    try:
+        os.waitpid(pid, 0)
+        assert _parent_gone(ctx)
+    finally:
+        os.close(ctx.parent_pidfd)
