@@ -14,6 +14,8 @@ import traceback
 
 import torch
 import torch.utils.data.dataloader
+from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+from torch.autograd.graph import _engine_run_backward
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import TensorDataset, dataloader
 
@@ -233,9 +235,6 @@ class Hooks:
         """Run backward with the mode back on, so Python code inside it (custom autograd Functions, hooks) is
         traced like the forward pass. torch.autograd.backward's own steps, up to the engine, which never
         dispatches to a mode (calling backward itself again would only come back here)."""
-        from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
-        from torch.autograd.graph import _engine_run_backward
-
         if func is torch.Tensor.backward and len(args) == 1 and _BACKWARD_KEYWORDS.issuperset(kwargs):
             bound = {"self": args[0], **kwargs}  # what binding says, without its ~14 us (each loss.backward())
         else:
