@@ -232,7 +232,8 @@ for _ in range(3):
 end.record()
 torch.cuda.synchronize()
 print(torch.cuda.get_device_name(0), torch.cuda.device_count(), round(loss.item(), 6))
-print("allocated", torch.cuda.memory_allocated(), "kernels ms", round(start.elapsed_time(end), 4))
+print("allocated", torch.cuda.memory_allocated())
+print("kernels ms", start.elapsed_time(end))
 print("clocks", repr(wall), repr(mono))
 """
 
@@ -300,7 +301,12 @@ def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(a
         report = result.report
         assert report["nonce"] == "k3y"
         report["outcome"].pop("duration_ms")
-        reports.append((result.stdout.splitlines()[:-1], report["probe"], report["device"], report["tampered"],
+        *lines, elapsed, _clocks = result.stdout.splitlines()
+        # an event pair around a launch-bound loop times the host too, as on a real GPU: the learner's own CPU time
+        # between launches, which a child that did not warm its pages (made for the job, or while the sandbox was
+        # busy) spends partly in page faults; the device's side (the timeline's kernels) is the same either way
+        assert elapsed.startswith("kernels ms ") and float(elapsed.split()[-1]) > 0, elapsed
+        reports.append((lines, report["probe"], report["device"], report["tampered"],
                         report["outcome"], report["trace"]["counts"], report["trace"]["ops"],
                         report["timeline"]["kernels"], report["timeline"]["gpu_busy_ms"]))
     assert reports[0] == reports[1] == reports[2]
