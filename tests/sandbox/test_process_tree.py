@@ -39,9 +39,21 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def status_field(pid: int, field: str) -> str:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return next(line.split(":", 1)[1].split() for line in lines if line.startswith(field + ":"))
+def waiting_children(zygote: int) -> dict[int, tuple[str, str]]:
+    """Each live child of the zygote: its innermost pid and its pid namespace. A job that just ended can still be
+    listed as the zygote's child and be reaped before it is read (CI saw /proc/<pid>/status vanish), so a child that
+    is gone or a zombie by the time it is read is not a waiting one."""
+    found = {}
+    for pid in children(zygote):
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            namespace = os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:
+            continue
+        fields = {line.split(":", 1)[0]: line.split(":", 1)[1].split() for line in lines if ":" in line}
+        if fields["State"][0] != "Z":
+            found[pid] = (fields["NSpid"][-1], namespace)
+    return found
 
 
 def test_every_job_process_is_pid_1_of_its_own_namespace_and_the_zygotes_child(pool):
@@ -56,12 +68,10 @@ def test_every_job_process_is_pid_1_of_its_own_namespace_and_the_zygotes_child(p
     while os.readlink(f"/proc/{zygote}/ns/pid_for_children") != own and time.monotonic() < deadline:
         time.sleep(0.01)
     assert os.readlink(f"/proc/{zygote}/ns/pid_for_children") == own
-    waiting = children(zygote)
+    waiting = waiting_children(zygote)
     assert waiting, "the pool has waiting children"
-    namespaces = set()
-    for pid in waiting:
-        assert status_field(pid, "NSpid")[-1] == "1"
-        namespaces.add(os.readlink(f"/proc/{pid}/ns/pid"))
+    assert all(inner == "1" for inner, _ in waiting.values()), waiting
+    namespaces = {namespace for _, namespace in waiting.values()}
     assert own not in namespaces and len(namespaces) == len(waiting)
 
 
