@@ -199,7 +199,11 @@ class Hooks:
     def _forward_facts(self, module, inputs, frame) -> None:
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         device_of = self.device_of
-        host = any(device_of(t).startswith("cpu") and t.dim() > 0 for t in tensors)  # not on_accelerator(t)
+        host = False  # a host tensor with dimensions went in (not on_accelerator(t) and t.dim() > 0)
+        for t in tensors:
+            if device_of(t).startswith("cpu") and t.dim() > 0:
+                host = True
+                break
         if not host and not self.keeping("forward"):
             self.counts["forward"] = self.counts.get("forward", 0) + 1
             return

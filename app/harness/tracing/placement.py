@@ -396,7 +396,7 @@ class Tracer(Hooks, Simulation):
                 out = self.run_simulated(func, name, args, kwargs, ins)
                 outs = tensors_in(out)
                 self._propagate(name, args, kwargs, out, ins, outs)
-                self._observe(name, args, kwargs, out, frame=frame)
+                self._observe(name, args, kwargs, out, frame=frame, nearest=nearest)
             if name not in NO_KERNEL and not _collective(func):
                 self._charge(name, args, kwargs, out, line, ins, outs)
         return out
@@ -471,9 +471,12 @@ class Tracer(Hooks, Simulation):
             if loss and t.dim() == 0:
                 t._pt_loss = True
 
-    def _observe(self, name, args, kwargs, out, move=None, non_blocking=False, frame=_UNSET) -> None:
+    def _observe(self, name, args, kwargs, out, move=None, non_blocking=False, frame=_UNSET,
+                 nearest=_UNSET) -> None:
         """Record the facts the grader reads: moves, host reads, backward, losses. `frame`: the learner's frame
-        that made the call directly (learner_frame(direct=True)), when the caller looked it up already."""
+        that made the call directly (learner_frame(direct=True)), `nearest`: the nearest one (learner_frame()), when
+        the caller looked them up already (a loss function's facts name the learner's line that called it, through
+        the learner's loss module or not)."""
         if not self.observing:  # no facts; only the loss mark, which decides how later calls on the loss are traced
             if name == "backward" and args and isinstance(args[0], torch.Tensor):
                 if frame is _UNSET:
@@ -488,7 +491,7 @@ class Tracer(Hooks, Simulation):
             if kept is not None and len(kept) >= EVENTS_PER_KIND:  # past the kept ones only counted: no frame,
                 counts["loss_fn"] = counts.get("loss_fn", 0) + 1  # no names to look up
                 return
-            frame = self.learner_frame()
+            frame = self.learner_frame() if nearest is _UNSET else nearest
             self.keep("loss_fn", {"fn": name, "line": frame.f_lineno if frame else None,
                                   "inputs": [self.describe(t, frame) for t in call_tensors(args, kwargs)][:3]})
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
