@@ -197,7 +197,7 @@ def _build(payload: JobPayload, filename: str, *, grading: bool) -> Session:
         Checkpoints(memory, tracer.set_label).install()
     if simulated and host.clock:  # the simulated GPU's clock, and the program's clocks reading it
         CLOCK.configure(host.clock)
-        CLOCK.line_finder = lambda: getattr(tracer.learner_frame(), "f_lineno", None)
+        CLOCK.line_finder = lambda: tracer.line_of(tracer.learner_frame())
         CLOCK.install_clocks(Patches())
         profiler.install(Patches())  # torch.profiler's CUDA columns and trace on the modeled clock
     return Session(host=host, real_cuda=real_cuda, simulated=simulated, devices=devices,

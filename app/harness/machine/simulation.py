@@ -357,7 +357,7 @@ class Simulation:
         if clock.active and out is not src and (moving or label != "cpu"):
             direct, frame = self.learner_frames()  # one walk: the copy's line, and the move's facts below
             seen["frame"] = direct
-            line = frame.f_lineno if frame else None
+            line = self.line_of(frame)
             if moving:
                 clock.copy(current, label, src.numel() * src.element_size(), line=line, non_blocking=non_blocking,
                            pinned=bool(src.__dict__.get("_pt_pinned")))

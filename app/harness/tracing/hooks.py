@@ -108,7 +108,7 @@ class Hooks:
         """Remember the first time the learner's code put a tensor on an accelerator, and whether it had asked."""
         if self.first_placement is None:
             frame = self.learner_frame()
-            self.first_placement = {"line": frame.f_lineno if frame else None, "device": device,
+            self.first_placement = {"line": self.line_of(frame), "device": device,
                                     "asked": bool(self.counts.get("device_query"))}
 
     # ---------------------------------------------------------------- batches and module moves
@@ -208,7 +208,7 @@ class Hooks:
             self.counts["forward"] = self.counts.get("forward", 0) + 1
             return
         params = _parameters(module)
-        fact = {"n": self.forwards, "line": frame.f_lineno, "module": type(module).__name__, "id": id(module),
+        fact = {"n": self.forwards, "line": self.line_of(frame), "module": type(module).__name__, "id": id(module),
                 "step": self.steps, "names": self.names_in(frame, module), "has_params": bool(params),
                 "grad": torch.is_grad_enabled(), "param_devices": sorted({device_of(p) for p in params}),
                 "inputs": [self.describe(t, frame) for t in tensors],
@@ -230,7 +230,7 @@ class Hooks:
             # comparison with 0 in Python, as a float: the same answer (a NaN's is no) for one torch call less
             nonzero = len(known) < len(grads) or any(float(g.detach().abs().sum()) > 0 for g in known)
         device_of = self.device_of
-        self.keep("step", {"line": frame.f_lineno if frame else None, "n": self.steps, "params": len(params),
+        self.keep("step", {"line": self.line_of(frame), "n": self.steps, "params": len(params),
                            "grads": len(grads), "nonzero": nonzero, "backwards": self.counts.get("backward", 0),
                            "devices": sorted({device_of(p) for p in params})})
 

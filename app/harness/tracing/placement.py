@@ -55,6 +55,8 @@ _WATCHED = _MOVES | _HOST_READS | _LOSS_FUNCTIONS | {"backward"}
 # call and the tracer, or anything else (a library the learner called)
 _LEARNER, _BETWEEN, _ELSEWHERE = 0, 1, 2
 _UNSET = object()  # a frame not looked up yet
+# (code object, instruction) -> line entries remembered at most (Tracer.line_of); a file's call sites are far fewer
+LINES_KEPT = 20_000
 # calls the fused path of an ordinary op (Tracer.ordinary) leaves to the whole chain: each is answered, checked,
 # recorded or run differently by some step of it (simulate, run_simulated, _observe, _map)
 _NOT_ORDINARY = frozenset(_WATCHED | _SYNCS | simulation.SYNC_READS | dataless.READS | simulation.MIXING_ALLOWED
@@ -87,6 +89,9 @@ class Tracer(Hooks, Simulation):
         # plumbing -> {id of a code object: _LEARNER, _BETWEEN or _ELSEWHERE}; the code objects classified
         self._frame_kinds: dict[tuple, dict] = {}
         self._frame_codes: list = []
+        # (id of a code object, its instruction) -> its line (line_of); id -> the code object (keeps the id its own)
+        self._lines_at: dict[tuple[int, int], int] = {}
+        self._line_codes: dict[int, object] = {}
         # False once nobody will read the facts (Hooks.stop_observing): the calls the program makes are then only
         # simulated, not counted or described
         self.observing = True
@@ -95,8 +100,12 @@ class Tracer(Hooks, Simulation):
     def count_op(self, line: int, name: str, devices: tuple) -> None:
         """Count one torch call the learner's line made, with the devices of its tensors."""
         key = (line, name, devices)
-        if key in self.ops or len(self.ops) < OP_KEYS_KEPT:
-            self.ops[key] = self.ops.get(key, 0) + 1
+        ops = self.ops
+        calls = ops.get(key)
+        if calls is not None:
+            ops[key] = calls + 1
+        elif len(ops) < OP_KEYS_KEPT:
+            ops[key] = 1
 
     def keeping(self, kind: str) -> bool:
         """True while facts of this kind are still kept (past that, only counted: cheaper in long loops)."""
@@ -150,6 +159,23 @@ class Tracer(Hooks, Simulation):
                 return self._nearest_learner(f.f_back)
             f = f.f_back
         return None
+
+    def line_of(self, frame) -> int | None:
+        """frame.f_lineno (None for no frame), found once per code location: Python finds it by decoding the code
+        object's line table from its start up to the frame's instruction, each time it is asked (~1 us at
+        training-loop's loop, 3.6 us 200 lines into a file; timeit), and every traced op's kernel, count and fact
+        asks. An instruction of a code object is on one line for good."""
+        if frame is None:
+            return None
+        code = frame.f_code
+        key = (id(code), frame.f_lasti)
+        line = self._lines_at.get(key)
+        if line is None:
+            line = frame.f_lineno
+            if len(self._lines_at) < LINES_KEPT:
+                self._lines_at[key] = line
+                self._line_codes.setdefault(id(code), code)
+        return line
 
     def _nearest_learner(self, f):
         """The first frame of the learner's file from f up (what the walks above want once they have passed a frame
@@ -285,7 +311,7 @@ class Tracer(Hooks, Simulation):
         frame, ins = self.learner_frame(direct=True), None
         if frame is not None:
             ins = call_tensors(args, kwargs)  # once: counting, then propagating, read them
-            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
+            self.count_op(self.line_of(frame), name, tuple(self.device_of(t) for t in ins[:4]))
         if self.simulated and name == "backward":
             out = self._traced_backward(func, args, kwargs)
         elif self.simulated:
@@ -338,9 +364,9 @@ class Tracer(Hooks, Simulation):
         started = CLOCK.enter()
         try:
             frame, nearest = self.learner_frames(start=caller)
-            line = nearest.f_lineno if nearest is not None else None
+            line = self.line_of(nearest)
             if frame is not None and self.observing:
-                self.count_op(frame.f_lineno, name, tuple([t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]]))
+                self.count_op(self.line_of(frame), name, tuple([t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]]))
             try:
                 out = func(*args, **kwargs)
             except RuntimeError as exc:  # as run_simulated: a meta tensor torch made itself met one with values
@@ -377,10 +403,10 @@ class Tracer(Hooks, Simulation):
         # one walk: the direct caller's frame, and the nearest learner line; from the frame that made the torch call
         # (above this one, on_call and the mode's __torch_function__, which are the harness's)
         frame, nearest = self.learner_frames(start=sys._getframe(3))
-        line = nearest.f_lineno if nearest is not None else None
+        line = self.line_of(nearest)
         ins = call_tensors(args, kwargs)  # once: counting, the mixing check, propagating and the charge read them
-        if frame is not None and self.observing:
-            self.count_op(frame.f_lineno, name, tuple(self.device_of(t) for t in ins[:4]))
+        if frame is not None and self.observing:  # device_of(t) of a simulated GPU's tensors
+            self.count_op(self.line_of(frame), name, tuple([t.__dict__.get("_pt_dev") or "cpu" for t in ins[:4]]))
         if name == "backward":
             label = next((t.__dict__.get("_pt_dev") for t in tensors_in(args[:1]) if "_pt_dev" in t.__dict__),
                          None)
@@ -405,7 +431,7 @@ class Tracer(Hooks, Simulation):
         """The learner's line a device op belongs to (the nearest one, for ops inside a module's forward)."""
         if frame is None:
             frame = self.learner_frame()
-        return frame.f_lineno if frame is not None else None
+        return self.line_of(frame)
 
     def _charge(self, name, args, kwargs, out, line: int | None, ins: list | None = None,
                 outs: list | None = None) -> None:
@@ -492,7 +518,7 @@ class Tracer(Hooks, Simulation):
                 counts["loss_fn"] = counts.get("loss_fn", 0) + 1  # no names to look up
                 return
             frame = self.learner_frame() if nearest is _UNSET else nearest
-            self.keep("loss_fn", {"fn": name, "line": frame.f_lineno if frame else None,
+            self.keep("loss_fn", {"fn": name, "line": self.line_of(frame),
                                   "inputs": [self.describe(t, frame) for t in call_tensors(args, kwargs)][:3]})
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
             return
@@ -520,7 +546,7 @@ class Tracer(Hooks, Simulation):
                     "unsynced": copied_at is not None and copied_at == cuda_streams.CLOCK.count,
                     "prints_repr": name == "__repr__" or (name == "__format__" and src.dim() > 0)}
         d = src.__dict__
-        fact["line"] = frame.f_lineno
+        fact["line"] = self.line_of(frame)
         fact["op"] = name
         fact["names"] = self.names_in(frame, src) if names is None else names
         fact["device"] = (d.get("_pt_dev") or "cpu") if self.simulated else self.device_of(src)
@@ -551,19 +577,19 @@ class Tracer(Hooks, Simulation):
                 if frame is _UNSET:
                     frame = self.learner_frame(direct=True)
                 names = self.names_in(frame, first)
-                self.lines.note(frame.f_lineno if frame else None, "to_host" if dst.startswith("cpu") else "to_device",
+                self.lines.note(self.line_of(frame), "to_host" if dst.startswith("cpu") else "to_device",
                                 dst, names=names, shape=first.shape,
                                 nbytes=first.numel() * first.element_size(), op=name)
         elif name in _SYNCS and first is not None and self.on_accelerator(first):
             if frame is _UNSET:
                 frame = self.learner_frame(direct=True)
             names = self.names_in(frame, first)
-            self.lines.note(frame.f_lineno if frame else None, "sync", self.device_of(first),
+            self.lines.note(self.line_of(frame), "sync", self.device_of(first),
                             names=names, shape=first.shape, op=name)
         elif "device" in kwargs and name not in _MOVES and isinstance(out, torch.Tensor) and self.on_accelerator(out):
             if frame is _UNSET:
                 frame = self.learner_frame(direct=True)
-            self.lines.note(frame.f_lineno if frame else None, "created_on_device", self.device_of(out),
+            self.lines.note(self.line_of(frame), "created_on_device", self.device_of(out),
                             shape=out.shape, op=name)
         return frame, names
 
@@ -634,7 +660,8 @@ class PlacementMode(TorchFunctionMode):
             caller = sys._getframe(1)
             if caller.f_code.co_filename == self.tracer.learner_file and name != "__get__" and self.tracer.observing:
                 tensors = call_tensors(args, kwargs)
-                self.tracer.count_op(caller.f_lineno, name, tuple(self.tracer.device_of(t) for t in tensors[:4]))
+                tracer = self.tracer
+                tracer.count_op(tracer.line_of(caller), name, tuple(tracer.device_of(t) for t in tensors[:4]))
             if self.tracer.simulated:
                 return func(*args, **kwargs)
             return self.tracer.run_recording_mismatch(func, name, args, kwargs)
