@@ -162,9 +162,10 @@ class Tracer(Hooks, Simulation):
 
     def line_of(self, frame) -> int | None:
         """frame.f_lineno (None for no frame), found once per code location: Python finds it by decoding the code
-        object's line table from its start up to the frame's instruction, each time it is asked (~1 us at
-        training-loop's loop, 3.6 us 200 lines into a file; timeit), and every traced op's kernel, count and fact
-        asks. An instruction of a code object is on one line for good."""
+        object's line table from its start up to the frame's instruction, each time it is asked (0.4-0.7 us at
+        training-loop's loop, 2.6-3.6 us 200 lines into a file; a hit here 0.1-0.2 us; timeit), and every traced op's
+        kernel, count and fact asks (549 times at 18 locations in a graded training-loop run). An instruction of a
+        code object is on one line for good."""
         if frame is None:
             return None
         code = frame.f_code
