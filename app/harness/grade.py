@@ -171,13 +171,26 @@ def _quiet_stdout_errors():
         pass
 
 
+# json.dumps(value, default=str) without its check for reference cycles, which keeps a dict of every list and dict
+# it enters (~500 in training-loop's report): 0.07 ms of the graded job's 0.65 ms encoding, forked children
+_ENCODER = json.JSONEncoder(default=str, check_circular=False)
+
+
+def _dumps(value) -> bytes:
+    """json.dumps(value, default=str) as bytes: the same text, or the same error."""
+    try:
+        return _ENCODER.encode(value).encode("utf-8")
+    except RecursionError:  # a cycle (a probe's value), or nesting too deep for both: as json.dumps says it
+        return json.dumps(value, default=str).encode("utf-8")
+
+
 def encode_report(report: Report, budget: int = REPORT_BUDGET) -> bytes:
     """The report as JSON, within budget bytes: past it the bulky detail goes, the verdict-relevant summary stays."""
-    data = json.dumps(report, default=str).encode("utf-8")
+    data = _dumps(report)
     if len(data) > budget:
         report["trace"]["events"] = {k: v[:20] for k, v in report["trace"]["events"].items()}
         report["trace"]["losses"] = report["trace"]["losses"][:200]
-        data = json.dumps(report, default=str).encode("utf-8")
+        data = _dumps(report)
     return data
 
 
