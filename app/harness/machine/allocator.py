@@ -82,12 +82,20 @@ def format_size(size: int) -> str:
 
 
 class Stat:
-    """current / peak / allocated / freed, as c10's Stat."""
+    """current / peak / allocated / freed, as c10's Stat.
 
-    __slots__ = ("current", "peak", "allocated", "freed")
+    `freed` is not counted but derived: every change of `current` is an allocation (up) or a free (down), so
+    freed = allocated - (current - base), `base` being `current` when the accumulated figures were last reset
+    (reset_accumulated). A free then moves one figure, not two: malloc and free move a dozen Stats per tensor."""
+
+    __slots__ = ("current", "peak", "allocated", "base")
 
     def __init__(self):
-        self.current = self.peak = self.allocated = self.freed = 0
+        self.current = self.peak = self.allocated = self.base = 0
+
+    @property
+    def freed(self) -> int:
+        return self.allocated + self.base - self.current
 
     def up(self, amount: int) -> None:
         self.current += amount
@@ -96,7 +104,9 @@ class Stat:
 
     def down(self, amount: int) -> None:
         self.current -= amount
-        self.freed += amount
+
+    def reset_accumulated(self) -> None:
+        self.allocated, self.base = 0, self.current
 
     def as_dict(self) -> dict:
         return {"current": self.current, "peak": self.peak, "allocated": self.allocated, "freed": self.freed}
@@ -116,12 +126,9 @@ class Block:
 
     __slots__ = ("segment", "offset", "size", "allocated", "requested", "order")
 
-    def __init__(self, segment: Segment, offset: int, size: int):
+    def __init__(self, segment: Segment, offset: int, size: int, order: int | None = None):
         self.segment, self.offset, self.size = segment, offset, size
-        self.allocated, self.requested, self.order = False, 0, next(_ORDER)
-
-    def sort_key(self) -> tuple:
-        return (self.size, self.order)
+        self.allocated, self.requested, self.order = False, 0, next(_ORDER) if order is None else order
 
 
 class Allocator:
@@ -175,8 +182,7 @@ class Allocator:
                     stat.peak = stat.current
                 stat.allocated += amount
             else:
-                stat.current += amount
-                stat.freed -= amount
+                stat.current += amount  # Stat.down (freed follows)
 
     # ------------------------------------------------------------------ malloc / free
     def malloc(self, nbytes: int) -> Block:
@@ -184,42 +190,53 @@ class Allocator:
         the card cannot hold it."""
         size = K_MIN_BLOCK if nbytes < K_MIN_BLOCK else -(-nbytes // K_MIN_BLOCK) * K_MIN_BLOCK  # round_size
         pool = "small_pool" if size <= K_SMALL_SIZE else "large_pool"
-        # _cached, _split and the rest's _insert_free, written out (every simulated GPU tensor comes here, and a
-        # call apiece was a tenth of its accounting)
+        # the cached block that fits, its split and the rest cached, written out (every simulated GPU tensor comes
+        # here, and a call apiece was a tenth of its accounting)
         free_blocks = self.free_blocks[pool]
         i = bisect.bisect_left(free_blocks, (size, -1))
         if i < len(free_blocks):  # the smallest cached block that fits
             block = free_blocks.pop(i)[2]
-            if len(block.segment.blocks) > 1:
-                self._split_down(pool, block.size)
+            cached = len(block.segment.blocks) > 1  # it counted as an inactive split block until now
         else:
             block = self._new_segment(pool, size, nbytes)
+            cached = False
         remaining = block.size - size
         if remaining >= K_MIN_BLOCK if (pool == "small_pool" or self.expandable) else remaining > K_SMALL_SIZE:
-            rest = Block(block.segment, block.offset + size, remaining)
-            block.size = size
+            order = next(_ORDER)
+            rest = Block(block.segment, block.offset + size, remaining, order)
             blocks = block.segment.blocks
             blocks.insert(blocks.index(block) + 1, rest)
-            rest.order = next(_ORDER)
-            bisect.insort(free_blocks, (remaining, rest.order, rest))
-            # _stat("inactive_split", pool, 1) and its bytes (the segment holds two blocks at least now)
+            bisect.insort(free_blocks, (remaining, order, rest))
             (count, pool_count), (split_bytes, pool_split_bytes) = self._split_stats[pool]
-            count.current += 1
-            if count.current > count.peak:
-                count.peak = count.current
-            count.allocated += 1
-            pool_count.current += 1
-            if pool_count.current > pool_count.peak:
-                pool_count.peak = pool_count.current
-            pool_count.allocated += 1
-            split_bytes.current += remaining
-            if split_bytes.current > split_bytes.peak:
-                split_bytes.peak = split_bytes.current
-            split_bytes.allocated += remaining
-            pool_split_bytes.current += remaining
-            if pool_split_bytes.current > pool_split_bytes.peak:
-                pool_split_bytes.peak = pool_split_bytes.current
-            pool_split_bytes.allocated += remaining
+            if cached:
+                # _split_down of the block taken, then the rest's _stat("inactive_split", pool, 1) and its bytes:
+                # one inactive split block out and one in (no new peak: the rest is smaller than the block)
+                count.allocated += 1
+                pool_count.allocated += 1
+                split_bytes.current -= size
+                split_bytes.allocated += remaining
+                pool_split_bytes.current -= size
+                pool_split_bytes.allocated += remaining
+            else:  # the rest's _stat("inactive_split", pool, 1) and its bytes, written out
+                count.current += 1
+                if count.current > count.peak:
+                    count.peak = count.current
+                count.allocated += 1
+                pool_count.current += 1
+                if pool_count.current > pool_count.peak:
+                    pool_count.peak = pool_count.current
+                pool_count.allocated += 1
+                split_bytes.current += remaining
+                if split_bytes.current > split_bytes.peak:
+                    split_bytes.peak = split_bytes.current
+                split_bytes.allocated += remaining
+                pool_split_bytes.current += remaining
+                if pool_split_bytes.current > pool_split_bytes.peak:
+                    pool_split_bytes.peak = pool_split_bytes.current
+                pool_split_bytes.allocated += remaining
+            block.size = size
+        elif cached:
+            self._split_down(pool, block.size)
         block.allocated, block.requested = True, nbytes
         size = block.size
         # Stat.up of each, written out (every simulated GPU tensor comes here)
@@ -252,9 +269,9 @@ class Allocator:
 
     def check(self, nbytes: int) -> None:
         """Raise now what malloc(nbytes) would raise (releasing cached segments first, as malloc does)."""
-        size = round_size(nbytes)
-        pool = "small_pool" if size <= K_SMALL_SIZE else "large_pool"
-        if self._fits_cached(pool, size):
+        size = K_MIN_BLOCK if nbytes < K_MIN_BLOCK else -(-nbytes // K_MIN_BLOCK) * K_MIN_BLOCK  # round_size
+        blocks = self.free_blocks["small_pool" if size <= K_SMALL_SIZE else "large_pool"]
+        if blocks and blocks[-1][0] >= size:  # a cached block fits (every move to a GPU asks)
             return
         alloc = allocation_size(size, self.expandable)
         if not self._room(alloc):
@@ -267,42 +284,69 @@ class Allocator:
         """A storage died: its block goes back to the pool's cache, merged with free neighbours."""
         if not block.allocated:
             return
-        pool = block.segment.pool
+        segment = block.segment
+        pool = segment.pool
         block.allocated = False
         size, requested = block.size, block.requested
-        # Stat.down of each, written out
+        # Stat.down of each, written out (freed follows: Stat)
         count, pool_count, nbytes, pool_nbytes, asked, pool_asked = self._block_stats[pool]
         count.current -= 1
-        count.freed += 1
         pool_count.current -= 1
-        pool_count.freed += 1
         nbytes.current -= size
-        nbytes.freed += size
         pool_nbytes.current -= size
-        pool_nbytes.freed += size
         asked.current -= requested
-        asked.freed += requested
         pool_asked.current -= requested
-        pool_asked.freed += requested
         # _merge and its _remove_free, written out: with its free neighbours in the segment
-        blocks = block.segment.blocks
+        blocks = segment.blocks
         free_blocks = self.free_blocks[pool]
         i = blocks.index(block)
-        for j in (i + 1, i - 1):
-            if 0 <= j < len(blocks) and not blocks[j].allocated:
-                other = blocks[j]
-                k = bisect.bisect_left(free_blocks, (other.size, other.order))
-                if k < len(free_blocks) and free_blocks[k][2] is other:
-                    del free_blocks[k]
-                    self._split_down(pool, other.size)  # the segment holds both blocks still
-                if j < i:
-                    other.size += block.size
-                    blocks.remove(block)
-                    block, i = other, j
-                else:
-                    block.size += other.size
-                    blocks.remove(other)
-        self._insert_free(block)
+        (count, pool_count), (split_bytes, pool_split_bytes) = self._split_stats[pool]
+        after = i + 1
+        if after < len(blocks) and not blocks[after].allocated:
+            other = blocks[after]
+            k = bisect.bisect_left(free_blocks, (other.size, other.order))
+            if k < len(free_blocks) and free_blocks[k][2] is other:
+                del free_blocks[k]
+                # _split_down, written out (the segment holds both blocks still)
+                count.current -= 1
+                pool_count.current -= 1
+                split_bytes.current -= other.size
+                pool_split_bytes.current -= other.size
+            block.size += other.size
+            del blocks[after]
+        if i and not blocks[i - 1].allocated:
+            other = blocks[i - 1]
+            k = bisect.bisect_left(free_blocks, (other.size, other.order))
+            if k < len(free_blocks) and free_blocks[k][2] is other:
+                del free_blocks[k]
+                count.current -= 1
+                pool_count.current -= 1
+                split_bytes.current -= other.size
+                pool_split_bytes.current -= other.size
+            other.size += block.size
+            del blocks[i]
+            block = other
+        # into the pool's cache (as the order it was cached in breaks ties of size)
+        order = block.order = next(_ORDER)
+        size = block.size
+        bisect.insort(free_blocks, (size, order, block))
+        if len(blocks) > 1:  # _stat("inactive_split", pool, 1) and its bytes
+            count.current += 1
+            if count.current > count.peak:
+                count.peak = count.current
+            count.allocated += 1
+            pool_count.current += 1
+            if pool_count.current > pool_count.peak:
+                pool_count.peak = pool_count.current
+            pool_count.allocated += 1
+            split_bytes.current += size
+            if split_bytes.current > split_bytes.peak:
+                split_bytes.peak = split_bytes.current
+            split_bytes.allocated += size
+            pool_split_bytes.current += size
+            if pool_split_bytes.current > pool_split_bytes.peak:
+                pool_split_bytes.peak = pool_split_bytes.current
+            pool_split_bytes.allocated += size
 
     def release_cached(self) -> None:
         """Give every segment that holds no tensor back to the card (release_cached_blocks, empty_cache)."""
@@ -315,10 +359,6 @@ class Allocator:
                 self.counters["num_device_free"] += 1
 
     # ------------------------------------------------------------------ the pieces
-    def _fits_cached(self, pool: str, size: int) -> bool:
-        blocks = self.free_blocks[pool]
-        return bool(blocks) and blocks[-1][0] >= size
-
     def _room(self, alloc: int) -> bool:
         allowed = self.total if self.fraction() >= 1.0 else int(self.fraction() * self.total)
         if self.fraction() < 1.0 and self.reserved + alloc > allowed:
@@ -341,30 +381,6 @@ class Allocator:
         self.counters["num_device_alloc"] += 1
         return block
 
-    def _insert_free(self, block: Block) -> None:
-        pool = block.segment.pool
-        block.order = next(_ORDER)
-        bisect.insort(self.free_blocks[pool], (block.size, block.order, block))
-        if len(block.segment.blocks) > 1:  # _stat("inactive_split", pool, 1) and its bytes, written out
-            (count, pool_count), (nbytes, pool_nbytes) = self._split_stats[pool]
-            size = block.size
-            count.current += 1
-            if count.current > count.peak:
-                count.peak = count.current
-            count.allocated += 1
-            pool_count.current += 1
-            if pool_count.current > pool_count.peak:
-                pool_count.peak = pool_count.current
-            pool_count.allocated += 1
-            nbytes.current += size
-            if nbytes.current > nbytes.peak:
-                nbytes.peak = nbytes.current
-            nbytes.allocated += size
-            pool_nbytes.current += size
-            if pool_nbytes.current > pool_nbytes.peak:
-                pool_nbytes.peak = pool_nbytes.current
-            pool_nbytes.allocated += size
-
     def _remove_free(self, block: Block) -> None:
         pool = block.segment.pool
         blocks = self.free_blocks[pool]
@@ -375,16 +391,13 @@ class Allocator:
                 self._split_down(pool, block.size)
 
     def _split_down(self, pool: str, amount: int) -> None:
-        """_stat("inactive_split", pool, -1) and _stat("inactive_split_bytes", pool, -amount), written out."""
+        """_stat("inactive_split", pool, -1) and _stat("inactive_split_bytes", pool, -amount), written out (freed
+        follows: Stat)."""
         (count, pool_count), (nbytes, pool_nbytes) = self._split_stats[pool]
         count.current -= 1
-        count.freed += 1
         pool_count.current -= 1
-        pool_count.freed += 1
         nbytes.current -= amount
-        nbytes.freed += amount
         pool_nbytes.current -= amount
-        pool_nbytes.freed += amount
 
     def _out_of_memory(self, alloc: int):
         """Raise torch.OutOfMemoryError with the caching allocator's own message (DeviceCachingAllocator::malloc)."""
@@ -411,7 +424,7 @@ class Allocator:
     def reset_accumulated(self) -> None:
         for per_pool in self.stats.values():
             for stat in per_pool.values():
-                stat.allocated = stat.freed = 0
+                stat.reset_accumulated()
         for key in self.counters:
             self.counters[key] = 0
 

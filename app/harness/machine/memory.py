@@ -189,21 +189,23 @@ class Memory:
     def sweep_grads(self, valueless: bool = False) -> None:
         """Count gradients autograd made for tracked tensors since the program last looked at them; `valueless`:
         they came from a data-less loss, so their values are unknown."""
-        for ref in list(self._refs.values()):
-            t = ref()
-            if t is None or not t.requires_grad or not t.is_leaf:
-                continue
-            with torch._C.DisableTorchFunction():
+        # one DisableTorchFunction around the walk, not one per tensor (each backward walks every tracked tensor)
+        with torch._C.DisableTorchFunction():
+            for ref in list(self._refs.values()):
+                t = ref()
+                if t is None or not t.requires_grad or not t.is_leaf:
+                    continue
                 grad = t.grad
-                meta = grad is not None and grad.is_meta
-            label = t.__dict__.get("_pt_dev")
-            if grad is None or not label:
-                continue
-            if valueless or meta or "_pt_nodata" in t.__dict__:
-                grad.__dict__["_pt_nodata"] = True
-            if "_pt_mem" not in grad.__dict__:
-                grad.__dict__["_pt_dev"] = label
-                self.track(grad, label)
+                if grad is None:
+                    continue
+                label = t.__dict__.get("_pt_dev")
+                if not label:
+                    continue
+                if valueless or grad.is_meta or "_pt_nodata" in t.__dict__:
+                    grad.__dict__["_pt_nodata"] = True
+                if "_pt_mem" not in grad.__dict__:
+                    grad.__dict__["_pt_dev"] = label
+                    self.track(grad, label)
 
     def set_allocator_settings(self, text: str) -> None:
         """torch._C._accelerator_setAllocatorSettings("expandable_segments:True") for every GPU, now and later."""
