@@ -25,6 +25,7 @@ from app.grading.check_messages import tidy
 from app.grading.facts import Facts, check, mark_unreached
 from app.grading.paths import scrub, verdict_for_learner
 from app.grading.placement_map import placement_map
+from app.grading.syntax import Source, holding, read_ahead
 from app.grading.timeline import describe as describe_timeline
 from app.grading.verdict import CheckResult, Verdict
 from app.harness.contract import elsewhere_machine, job_host
@@ -163,10 +164,16 @@ class Grading:
     nonce: str  # the key the harness's report must echo (app/harness/channel.py)
     machine: str | None = None  # the "Run on" choice asked for; None: the exercise's own machine
     started: float = field(default_factory=time.perf_counter)
+    source: Source | None = None  # the code's tree, read ahead (`read_source`); None: read when judged
+
+    def read_source(self) -> None:
+        """Parse the code now, for the verdict: call it while the job runs, away from the thread that will judge."""
+        self.source = read_ahead(self.code)
 
     def verdict(self, result: Result) -> Verdict:
         """The verdict on the job's result, as a learner may read it (no server paths)."""
-        verdict = evaluate(self.exercise, result, self.nonce, self.code)
+        with holding(self.source):
+            verdict = evaluate(self.exercise, result, self.nonce, self.code)
         verdict.machine, verdict.devices = machine_words(self.job.host, self.machine)
         describe_timeline(verdict.timeline, verdict.machine)
         if not verdict.duration_ms:

@@ -36,11 +36,15 @@ def ensure_learner(session: Session, learner_id: str) -> Learner:
     return learner
 
 
-def touch(session: Session, learner_id: str, at: datetime | None = None) -> Learner:
-    """Record activity now for this learner (creating the row if needed)."""
-    learner = ensure_learner(session, learner_id)
-    learner.last_activity_at = at or utcnow()
-    return learner
+def touch(session: Session, learner_id: str, at: datetime | None = None) -> None:
+    """Record activity now for this learner (creating the row if needed).
+
+    One UPDATE where the row is there (every learner's after their first write), which also updates a copy the
+    session holds: reading the row first was one SELECT more in each submission's write and each verdict's, in the
+    web server's worker threads (~50 us of CPU apiece in-process)."""
+    at = at or utcnow()
+    if session.execute(update(Learner).where(Learner.id == learner_id).values(last_activity_at=at)).rowcount == 0:
+        ensure_learner(session, learner_id).last_activity_at = at
 
 
 def remember_machine(session: Session, *, learner_id: str, machine: str) -> None:
@@ -125,8 +129,10 @@ def mark_exercise_passed(session: Session, *, learner_id: str, exercise_slug: st
     learner has; a run's pass is now, later than any before it). The learner's last activity is not touched:
     the caller decides whether the learner did something now (app/submissions/hooks.py).
     """
-    ensure_learner(session, learner_id)
-    row = _exercise_row(session, learner_id, exercise_slug)
+    row = session.get(ExerciseProgress, (learner_id, exercise_slug))
+    if row is None:
+        ensure_learner(session, learner_id)  # the row's learner first (a progress row has one: its foreign key)
+        row = _exercise_row(session, learner_id, exercise_slug)
     first = row.passed_at is None
     row.passed_at = at if first else min(row.passed_at, at)
     row.attempts = row.attempts or 0

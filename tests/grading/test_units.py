@@ -217,6 +217,23 @@ def test_one_verdict_parses_the_learners_code_once():
     assert syntax_tree("def f(:\n") is None
 
 
+def test_code_read_ahead_is_held_for_its_verdict_after_the_cache_moved_on():
+    """A live submission parses its code while the job runs (Grading.read_source); when its verdict is decided,
+    many other programs may have been parsed since, and the tree and nodes it reads are still those read ahead."""
+    from app.grading.syntax import TREES_KEPT, holding, read_ahead, syntax_nodes, syntax_tree
+
+    code = "import torch\nfor i in range(3):\n    x = torch.ones(2)\n"
+    source = read_ahead(code)
+    for i in range(TREES_KEPT + 1):  # the class's other programs
+        syntax_nodes(f"y = {i}\n")
+    with holding(source):
+        assert syntax_tree(code) is source.tree and syntax_nodes(code) == source.nodes
+        assert syntax_tree("y = 0\n") is not source.tree  # only its own code is answered from it
+    assert syntax_tree(code) is not source.tree  # parsed again: the cache had let it go
+    with holding(read_ahead("def f(:\n")):
+        assert syntax_tree("def f(:\n") is None and syntax_nodes("def f(:\n") == ()
+
+
 def test_the_nodes_of_some_classes_are_those_a_walk_finds_in_its_order():
     """The verdict's readings of the code ask for the nodes of a few classes (syntax_nodes_of) instead of testing
     every node: they get what testing every node in ast.walk's order gave, for every exercise's files."""
