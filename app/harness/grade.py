@@ -171,13 +171,26 @@ def _quiet_stdout_errors():
         pass
 
 
+# json.dumps(value, default=str) without its check for reference cycles, which keeps a dict of every list and dict
+# it enters (~500 in training-loop's report): 0.07 ms of the graded job's 0.65 ms encoding, forked children
+_ENCODER = json.JSONEncoder(default=str, check_circular=False)
+
+
+def _dumps(value) -> bytes:
+    """json.dumps(value, default=str) as bytes: the same text, or the same error."""
+    try:
+        return _ENCODER.encode(value).encode("utf-8")
+    except RecursionError:  # a cycle (a probe's value), or nesting too deep for both: as json.dumps says it
+        return json.dumps(value, default=str).encode("utf-8")
+
+
 def encode_report(report: Report, budget: int = REPORT_BUDGET) -> bytes:
     """The report as JSON, within budget bytes: past it the bulky detail goes, the verdict-relevant summary stays."""
-    data = json.dumps(report, default=str).encode("utf-8")
+    data = _dumps(report)
     if len(data) > budget:
         report["trace"]["events"] = {k: v[:20] for k, v in report["trace"]["events"].items()}
         report["trace"]["losses"] = report["trace"]["losses"][:200]
-        data = json.dumps(report, default=str).encode("utf-8")
+        data = _dumps(report)
     return data
 
 
@@ -246,10 +259,13 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     stdio.flush_streams()
     tampered = avail.tampered() + [name for name, fn in originals.items()
                                    if fn is not None and fn is not _current(name)]
+    # the parameters' digest is for ranks to compare (ddp-training's checks): one process has none to compare it
+    # with, and it copied every trained parameter's bytes (training-loop: 0.2 ms of the job's CPU after its run)
+    dist = job.distributed.final(digest=bool(payload.get("rank")))
     report: Report = {"exercise": grade.get("exercise"), "simulated": job.simulated, "device": job.device_line(),
               "accelerator": tracer.accelerator, "host": payload.get("host"), "outcome": outcome, "probe": probe,
               "probe_error": probe_error, "tampered": tampered, "trace": tracer.report(),
-              "dist": job.distributed.final(), "elsewhere": elsewhere.collect(), "timeline": timeline}
+              "dist": dist, "elsewhere": elsewhere.collect(), "timeline": timeline}
     return report, int(outcome["exit_code"]) if isinstance(outcome["exit_code"], int) else 1
 
 

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from app import ROOT
 from app.harness.contract import job_host
@@ -24,7 +24,7 @@ from app.runner.base import (
     check_source,
     new_job_id,
 )
-from app.sandbox import gpus, protocol
+from app.sandbox import gpus, jobstate, protocol
 from app.sandbox.job_limits import Limits
 
 log = logging.getLogger("course.runner")
@@ -47,6 +47,20 @@ SERVER_ENV = {
     "PYTORCH_NVML_BASED_CUDA_CHECK": "1",
     "PYTHONNOUSERSITE": "1",
 }
+
+
+def finished(msg: dict, output: Callable[[str, str], None]) -> dict:
+    """The result of a "done" frame, with the report its attachment holds: the server passes a job's report on
+    unread, so its refusal as unreadable, a line on the job's stderr, is made here (jobstate.read_report)."""
+    result, data = msg["result"], msg.get(protocol.ATTACHMENT)
+    if not isinstance(data, bytes):
+        return result
+    report, refused = jobstate.read_report(data, asked=bool(msg.get("report_asked")))
+    if refused:
+        line = f"[sandbox] {jobstate.REPORT_REFUSED[refused]}"
+        output("stderr", line)
+        result["stderr"] = (result.get("stderr") or "") + line + "\n"
+    return {**result, "report": report}
 
 
 class LocalJobHandle:
@@ -238,7 +252,7 @@ class LocalRunner:
                 handle._output(stream, line)
         elif msg["op"] == "done":
             self._running.pop(handle.id, None)
-            handle._finish(Result.from_dict(msg["result"]))
+            handle._finish(Result.from_dict(finished(msg, handle._output)))
 
     def _fail_running(self, message: str) -> None:
         for handle in list(self._running.values()):

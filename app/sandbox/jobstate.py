@@ -10,8 +10,6 @@ import signal
 import time
 from typing import Callable
 
-from app.sandbox import protocol
-
 # bytes; the harness's report (placement trace) is JSON, far smaller than this
 REPORT_MAX = 4 << 20
 # bytes; a line longer than this is passed on in pieces so a newline-free flood still streams
@@ -190,38 +188,49 @@ class RunningJob:
         else:
             status = "failed"
             message = f"exit code {exit_code}" if sig is None else f"killed by signal {signal.Signals(sig).name}"
-        report, refused = self._parsed_report()
+        refused = self._refused_report()
         if refused:
             self.note(REPORT_REFUSED[refused])
         return {
             "status": status, "exit_code": exit_code, "signal": sig,
             "stdout": "".join(self.text["stdout"]), "stderr": "".join(self.text["stderr"]),
             "duration_ms": int((time.monotonic() - self.started) * 1000), "limit_hit": limit,
-            "report": report, "message": message,
+            "report": None, "message": message,
         }
 
-    def _parsed_report(self) -> tuple[protocol.RawJSON | None, str | None]:
-        """(the report, None), or (None, why it is refused: a key in REPORT_REFUSED), or (None, None): none came.
-
-        The report goes on as the bytes that came (protocol.RawJSON), once they read as a JSON object: the runner
-        decodes the frame anyway, and encoding it here again was half the server's work on a graded job's end."""
+    def _refused_report(self) -> str | None:
+        """Why the report is not passed on (a key in REPORT_REFUSED), or None. Whether it reads as a JSON object is
+        for the runner to find (read_report): it decodes the report anyway."""
         if self.key_requests > 1:
-            return None, "key"
+            return "key"
         if self.report_overflow:
-            return None, "overflow"
-        if not self.report:
-            return None, None
-        # UTF-8 only, as the harness writes it (json.loads would take UTF-16 and -32 bytes too, which cannot go into a
-        # UTF-8 frame as they are); a UTF-8 byte order mark, which json.loads skips, is dropped for the same reason
-        data = bytes(self.report)
-        data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
-        try:
-            value = json.loads(data.decode("utf-8"))
-        except (ValueError, RecursionError):  # bytes the learner's code wrote; nesting too deep for the parser
-            return None, "unreadable" if self.key_requests else None
-        if not isinstance(value, dict):
-            return None, "unreadable" if self.key_requests else None
-        return protocol.RawJSON(data), None
+            return "overflow"
+        return None
+
+    def passed_report(self) -> tuple[bytes | None, bool]:
+        """(the report's bytes as they came, or None: none came or it is refused; whether the job asked for its
+        key). They go to the runner unread, as the attachment of the result's frame (protocol.py): decoding them
+        here to check them was most of the single-threaded server's work on a graded job's end (0.3-0.55 ms of
+        CPU for training-loop's 51 KB report, on the path from the job's exit to its verdict)."""
+        if not self.report or self._refused_report():
+            return None, bool(self.key_requests)
+        return bytes(self.report), bool(self.key_requests)
+
+
+def read_report(data: bytes, *, asked: bool) -> tuple[dict | None, str | None]:
+    """In the runner: (the report a job's bytes hold, None), or (None, why they are refused: "unreadable"), or
+    (None, None) where the job never asked for its key (whatever the learner's code wrote there, and no report of
+    the harness's)."""
+    # UTF-8 only, as the harness writes it (json.loads would take UTF-16 and -32 bytes too); a UTF-8 byte order mark,
+    # which json.loads skips in bytes, is skipped too
+    data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # bytes the learner's code wrote; nesting too deep for the parser
+        value = None
+    if not isinstance(value, dict):
+        return None, "unreadable" if asked else None
+    return value, None
 
 
 def _exit_code(status: int | None) -> int | None:

@@ -9,7 +9,7 @@ which reaps them, reads their pipes and enforces their limits. It talks to the r
 
     runner -> server   {"op": "run", "id", "payload", "limits", "gpu", "key"}   {"op": "cancel", "id"}
     server -> runner   {"op": "ready", "info"}   {"op": "out", "id", "lines": [[stream, line], ...]}
-                       {"op": "done", "id", "result"}
+                       {"op": "done", "id", "result", "report_asked"} + the job's report, unread (an attachment)
 
 The server is single-threaded (one selector loop), and so is the zygote: a child forked while another thread
 holds a lock (or after an OpenMP region) can hang. Everything read from a job (status, report, output) is
@@ -164,7 +164,7 @@ class ForkServer(JobQueue):
         """Run one job to completion inside the server (used for the start-up self-test)."""
         results: list[dict] = []
         send = self.send
-        self.send = lambda msg: results.append(msg) if msg.get("op") == "done" else None  # type: ignore[method-assign]
+        self.send = lambda msg, *_: results.append(msg) if msg.get("op") == "done" else None  # type: ignore[method-assign]
         try:
             self.start_job("selftest", payload, self.defaults)
             while not results:
@@ -199,11 +199,12 @@ class ForkServer(JobQueue):
             proc.cgroup.signal_all()  # no waiting here: finish() sweeps once the child is reaped
 
     # ------------------------------------------------------------------ events
-    def send(self, message: dict) -> None:
-        """Send one frame to the runner (blocking: the runner always reads); a result too large for one frame is
-        cut to fit (_within_frame), so no job can make a frame the runner refuses."""
-        frame = protocol.encode(message)
-        if len(frame) > protocol.MAX_FRAME and message.get("op") == "done":
+    def send(self, message: dict, attachment: bytes | None = None) -> None:
+        """Send one frame to the runner (blocking: the runner always reads), with attachment's bytes after its JSON; a
+        result too large for one frame is cut to fit (_within_frame) and goes without them, so no job can make a frame
+        the runner refuses."""
+        frame = protocol.encode(message, attachment)
+        if protocol.frame_size(frame) > protocol.MAX_FRAME and message.get("op") == "done":
             frame = protocol.encode({**message, "result": _within_frame(message["result"])})
         self.sock.sendall(frame)
 
@@ -376,14 +377,17 @@ class ForkServer(JobQueue):
             setup = bytes(proc.setup_out).decode(errors="replace")
             setup_error = "the sandbox could not start the job: " + (
                 ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
+        report, asked = None, False
         try:
             result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
                                 setup_error=setup_error)
+            report, asked = job.passed_report()
         except Exception as exc:  # noqa: BLE001 - this job's result could not be made: it alone ends in error
             log(f"job {job.id}: {type(exc).__name__} while building its result: {exc}")
             result = startup.refused_result(UNREADABLE)
         del self.jobs[job.id]
-        self.send({"op": "done", "id": job.id, "result": result})
+        # the report goes on unread, after the frame's JSON; the runner reads it (jobstate.read_report)
+        self.send({"op": "done", "id": job.id, "result": result, "report_asked": asked}, report)
 
     def check_limits(self) -> None:
         """Stop jobs past their wall-clock deadline or CPU allowance."""
@@ -478,7 +482,7 @@ class ForkServer(JobQueue):
         for proc in list(self.children.values()):
             self._kill_proc(proc)
         deadline = time.monotonic() + 5
-        self.send = lambda msg: None  # type: ignore[method-assign]  # the runner is gone
+        self.send = lambda msg, *_: None  # type: ignore[method-assign]  # the runner is gone
         while (self.children or (self.starting and not self.zygote_gone)) and time.monotonic() < deadline:
             self.reap()
             time.sleep(0.01)

@@ -99,6 +99,10 @@ def per_rank(tmp_path: Path, code: str, *args: str) -> dict[int, dict]:
     return out
 
 
+# ms a real 50 ms time.sleep may overrun on a loaded host before the late rank reaches its collective
+LATE_WAKE_MS = 10.0
+
+
 def test_an_all_reduce_of_two_ranks_costs_a_rings_time_and_meets_the_slowest_rank(tmp_path: Path):
     ranks = per_rank(tmp_path, ALL_REDUCE, "--nproc", "2")
     assert set(ranks) == {0, 1}
@@ -109,8 +113,10 @@ def test_an_all_reduce_of_two_ranks_costs_a_rings_time_and_meets_the_slowest_ran
         # us base, 0.6-3.4 us per step): 0.02 to 0.07 ms between events, and the host's sync on top of that
         assert 0.02 <= f["event_ms"] <= 0.07, f
         assert f["event_ms"] <= f["synced_ms"] <= f["event_ms"] + 0.05, f
-        # rank 1 came 50 ms late: rank 0's all-reduce waited for it, so both read 50 ms and the collective
-        assert 50.0 <= f["late_ms"] <= 50.0 + 1.0, f
+        # rank 1 came 50 ms late: rank 0's all-reduce waited for it, so both read 50 ms plus the collective's time.
+        # The 50 ms are a real time.sleep, which a busy host ends late (52.1 once under load), so the ceiling
+        # leaves room for that; the ranks' equal reading below is what shows the wait
+        assert 50.0 <= f["late_ms"] <= 50.0 + LATE_WAKE_MS, f
     assert abs(ranks[0]["late_ms"] - ranks[1]["late_ms"]) <= 0.05, ranks
 
 
@@ -158,7 +164,7 @@ def test_an_all_reduce_between_two_machines_crosses_their_network(tmp_path: Path
         # Gb/s, 12.5 GB/s each way) in both of its steps: 8.39 MB at 60-100% of 12.5 GB/s is 0.67-1.12 ms, and
         # NCCL's ring over the network adds 10-40 us
         assert 0.65 <= f["event_ms"] <= 1.2, f
-        assert 50.0 + f["event_ms"] - 0.01 <= f["late_ms"] <= 51.0 + f["event_ms"], f
+        assert 50.0 + f["event_ms"] - 0.01 <= f["late_ms"] <= 50.0 + LATE_WAKE_MS + f["event_ms"], f
     assert abs(ranks[0]["late_ms"] - ranks[1]["late_ms"]) <= 0.05, ranks
 
 

@@ -81,8 +81,9 @@ def test_the_classic_timing_experiments_show_what_a_real_h100_shows(tmp_path: Pa
     assert f["item_every_step_ms"] >= 1.5 * f["one_sync_ms"], f
     assert 50 <= f["item_every_step_ms"] <= 75, f
     assert 30 <= f["one_sync_ms"] <= 40, f
-    # time.sleep stays real, and the clock reads what was slept
-    assert 49.9 <= f["sleep_ms"] <= 52, f
+    # time.sleep stays real, and the clock reads what was slept: no modeled device time is added to it. A busy
+    # host wakes the sleeper late (52.6 ms once at load average 40), so only the floor is tight
+    assert 49.9 <= f["sleep_ms"] <= 60, f
     # an MLP step, Linear(1024,2048)-ReLU-Linear(2048,1024), batch 256, fp32: 2.15 GFLOP forward, about three
     # times that with backward (6.4 GFLOP): 0.1-0.2 ms at 50-80% of 67 TFLOPS, plus the optimizer's and
     # elementwise kernels, and eager PyTorch's host overhead of a dozen launches and the optimizer's Python

@@ -73,3 +73,18 @@ def test_the_key_in_front_of_the_encoded_report_gives_the_bytes_the_whole_report
     for key in ("0123456789abcdef0123456789abcdef", ""):
         assert grade.with_nonce(key, grade.encode_report(report)) == grade.encode_report({"nonce": key, **report})
     assert grade.with_nonce("k", grade.encode_report({})) == grade.encode_report({"nonce": "k"})
+
+
+def test_the_report_encodes_as_json_dumps_did_and_fails_as_it_did():
+    """encode_report skips json's check for reference cycles; a value with one still fails as json.dumps fails."""
+    import json
+
+    import pytest
+
+    report = {"trace": {"events": {"move": [{"line": 19, "shape": object, "value": float("nan")}]}, "losses": []},
+              "probe": {"nested": [[[{"é": 1e300}]]]}}
+    assert grade.encode_report(report) == json.dumps(report, default=str).encode()
+    cycle: list = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        grade.encode_report({"probe": {"value": cycle}})

@@ -7,6 +7,7 @@ import json
 import signal
 from types import SimpleNamespace
 
+from app.runner.local import finished
 from app.sandbox import protocol
 from app.sandbox.job_limits import Limits
 from app.sandbox.jobstate import REPORT_REFUSED, RunningJob
@@ -56,40 +57,53 @@ def test_signal_and_setup_error():
 
 
 def _sent_report(report: bytes, key_requests: int = 1):
-    """The report as the runner reads it from the job's result frame."""
-    job, _ = _job()
+    """The report as the runner reads it from the job's result frame (the server's result, its frame, the runner's
+    reading of it), and the stderr lines the runner's caller got."""
+    job, sent = _job()
     job.key_requests = key_requests
     job.on_report(report)
     job.status = 0
     result = job.result(cgroup_oom=False, pids_hit=False, setup_error=None)
-    (message,) = protocol.FrameReader().feed(protocol.encode({"op": "done", "id": "j", "result": result}))
-    return message["result"]["report"], message["result"]["stderr"]
+    data, asked = job.passed_report()
+    frame = protocol.encode({"op": "done", "id": "j", "result": result, "report_asked": asked}, data)
+    (message,) = protocol.FrameReader().feed(frame)
+    lines = [line for out in sent for _stream, line in out["lines"]]  # the lines the server sent as they came
+    result = finished(message, lambda stream, line: lines.append(line))
+    assert "".join(line + "\n" for line in lines) == result["stderr"]  # the caller saw every line of stderr
+    return result["report"], result["stderr"]
 
 
 def test_report_is_parsed_and_bounded():
     assert _sent_report(b'{"trace": [1, 2]}')[0] == {"trace": [1, 2]}
-    assert _sent_report(b"x" * (5 << 20))[0] is None
+    assert _sent_report(b"x" * (5 << 20)) == (None, f"[sandbox] {REPORT_REFUSED['overflow']}\n")
 
 
-def test_the_report_goes_on_as_it_came_only_when_it_reads_as_one_json_object():
-    """The server passes the report's bytes on without encoding them again (protocol.RawJSON): what it passes is what
-    decoding and encoding it would have given, and what does not read as a JSON object in UTF-8 goes nowhere."""
+def test_the_report_reads_as_it_came_only_when_it_is_one_json_object():
+    """The server passes the report's bytes on unread (the attachment of the result's frame): the runner finds what
+    decoding them gives, and what does not read as a JSON object in UTF-8 is refused there, with the same words."""
     report = {"nonce": "k", "stdout": "\x00", "nan": float("nan"), "é": ["\ud800", 1e300, None]}
     got, _ = _sent_report(json.dumps(report).encode())
     assert json.dumps(got) == json.dumps(report)
     assert _sent_report(codecs.BOM_UTF8 + b'{"a": 1}')[0] == {"a": 1}  # json.loads skips it
-    for unreadable in (b'{"a": 1}{"a": 2}', b"[1, 2]", '{"a": 1}'.encode("utf-16"), b'{"a": "\xff"}'):
+    deep = b'{"a": ' * 100_000 + b"1" + b"}" * 100_000  # past the parser's recursion limit
+    for unreadable in (b'{"a": 1}{"a": 2}', b"[1, 2]", '{"a": 1}'.encode("utf-16"), b'{"a": "\xff"}', deep):
         report, stderr = _sent_report(unreadable)
-        assert report is None and REPORT_REFUSED["unreadable"] in stderr
+        assert report is None and stderr == f"[sandbox] {REPORT_REFUSED['unreadable']}\n"
     assert _sent_report(b"not json", key_requests=0) == (None, "")  # the learner's bytes, and no report of ours
+    assert _sent_report(b'{"a": 1}', key_requests=2) == (None, f"[sandbox] {REPORT_REFUSED['key']}\n")
 
 
-def test_a_raw_value_cannot_be_forged_by_the_frames_other_values():
-    raw = protocol.RawJSON(b'{"real": true}')
-    for lure in ("\x00", "\x000:0", '"\x00"'):
-        message = {"op": "done", "stdout": lure, "result": {"report": raw, "stderr": lure}}
-        (got,) = protocol.FrameReader().feed(protocol.encode(message))
-        assert got == {"op": "done", "stdout": lure, "result": {"report": {"real": True}, "stderr": lure}}
+def test_an_attachment_cannot_be_forged_by_the_frames_other_values():
+    """The attachment's place is the frame's length words, which the server writes: no value of the JSON, nor the
+    attachment's own bytes, can make the reader find another attachment or another frame."""
+    attachment = b'{"real": true}' + protocol.encode({"op": "done", "id": "x", "result": {}})
+    for lure in ("\x00", "attachment", '"}', ""):
+        message = {"op": "done", "stdout": lure, "result": {"report": None, "stderr": lure}, "attachment": lure}
+        frames = protocol.encode(message, attachment) + protocol.encode({"op": "out", "attachment": lure})
+        reader, got = protocol.FrameReader(), []
+        for i in range(0, len(frames), 5):
+            got += reader.feed(frames[i:i + 5])
+        assert got == [{**message, "attachment": attachment}, {"op": "out", "attachment": lure}]
 
 
 def test_the_job_pipes_are_numbered_alike_on_both_sides():

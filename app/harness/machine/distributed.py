@@ -167,10 +167,11 @@ class Distributed:
         frame = self.tracer.learner_frame(direct=direct)
         return frame.f_lineno if frame is not None else None
 
-    def final(self) -> dict:
-        """The facts known only at the end: a digest of every trained parameter, per optimizer."""
+    def final(self, digest: bool = True) -> dict:
+        """The facts known only at the end: a digest of every trained parameter, per optimizer (digest=False: no
+        digest, which only ranks compare)."""
         params = [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]
-        return {"params_digest": params_digest(params) if params else None, "params": len(params),
+        return {"params_digest": params_digest(params) if params and digest else None, "params": len(params),
                 "optimizers": len(self.optimizers)}
 
     # ---------------------------------------------------------------- install

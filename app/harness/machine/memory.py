@@ -34,19 +34,6 @@ class _Ref(weakref.ref):
     __slots__ = ("key",)
 
 
-def storage_key(t: torch.Tensor) -> tuple[int, int, bool, int]:
-    """(key, bytes, dataless, host address) of t's storage: the StorageImpl's address, shared by views, real or
-    meta; the address of its values (0 for a meta storage)."""
-    with torch._C.DisableTorchFunction():  # never through the tracer's mode (it may be what is tracking t)
-        storage = t.untyped_storage()
-        # a plain tensor's (or Parameter's) is_meta, not its storage's device: a storage's `.device` builds a
-        # torch.device object (this took 0.64 us per tracked tensor with it, 0.36 without). A subclass may answer
-        # otherwise than its storage (a FakeTensor says cpu over a meta storage): its storage is asked
-        kind = type(t)
-        meta = t.is_meta if kind is torch.Tensor or kind is torch.nn.Parameter else storage.device.type == "meta"
-        return storage._cdata, storage.nbytes(), meta, 0 if meta else storage.data_ptr()
-
-
 class Memory:
     """Which storages live on which simulated GPU, and each GPU's caching allocator."""
 
@@ -88,7 +75,18 @@ class Memory:
         if not label.startswith("cuda:"):
             self.untrack(t)
             return
-        key, nbytes, dataless, ptr = storage_key(t)
+        # t's storage: its StorageImpl's address (the key, shared by views, real or meta), its bytes, and the address
+        # of its values (0 for a meta storage); read here, not in a function of its own: every GPU tensor comes here
+        with torch._C.DisableTorchFunction():  # never through the tracer's mode (it may be what is tracking t)
+            storage = t.untyped_storage()
+            # a plain tensor's (or Parameter's) is_meta, not its storage's device: a storage's `.device` builds a
+            # torch.device object (this took 0.64 us per tracked tensor with it, 0.36 without). A subclass may
+            # answer otherwise than its storage (a FakeTensor says cpu over a meta storage): its storage is asked
+            kind = type(t)
+            dataless = t.is_meta if kind is torch.Tensor or kind is torch.nn.Parameter \
+                else storage.device.type == "meta"
+            key, nbytes = storage._cdata, storage.nbytes()
+            ptr = 0 if dataless else storage.data_ptr()
         counted = t.__dict__.get("_pt_mem")
         if counted is not None:
             if counted[0] == key and self._owns(t, counted):
@@ -124,33 +122,32 @@ class Memory:
         return ref is not None and ref() is t
 
     def _dropped(self, ref) -> None:
-        # the simulation's bookkeeping when the program drops a tensor is not its time (CLOCK.excluded, written out:
-        # this runs for every GPU tensor the program lets go). Inside a traced call that did device work already
-        # (a backward pass freeing the activations it saved) the whole call is emulation, whose end takes the CPU
-        # mark again (DeviceClock.leave): nothing to measure out there, and the two CPU-clock reads (a system call
-        # each, 1.5-1.9 us in the sandbox) were most of what such a drop cost
-        if CLOCK._depth and CLOCK._touched:
-            self._forget(ref)
-            return
-        started = _cpu()
-        try:
-            self._forget(ref)
-        finally:
-            CLOCK._cpu_mark += _cpu() - started
+        """A tracked tensor is gone: its storage's block is freed with the last tensor counted on it.
 
-    def _forget(self, ref) -> None:
-        """A tracked tensor is gone: its storage's block is freed with the last tensor counted on it."""
-        if self._refs.pop(id(ref), None) is not None:
-            # _release, written out
-            entry = self.live.get(ref.key)
-            if entry is not None:
-                entry[2] -= 1
-                if entry[2] <= 0:
-                    del self.live[ref.key]
-                    if entry[4]:
-                        self._ptrs.pop(entry[4], None)
-                    self.host_bytes -= entry[5]
-                    self.allocators[entry[0]].free(entry[1])
+        The simulation's bookkeeping when the program drops a tensor is not its time (CLOCK.excluded, written out:
+        this runs for every GPU tensor the program lets go). Inside a traced call that did device work already (a
+        backward pass freeing the activations it saved) the whole call is emulation, whose end takes the CPU mark
+        again (DeviceClock.leave): nothing to measure out there, and the two CPU-clock reads (a system call each,
+        0.45-1.9 us in the sandbox) were most of what such a drop cost."""
+        outside = not (CLOCK._depth and CLOCK._touched)
+        if outside:
+            started = _cpu()
+        try:
+            if self._refs.pop(id(ref), None) is not None:  # else untracked already (it went back to the host)
+                # _release, written out
+                key = ref.key
+                entry = self.live.get(key)
+                if entry is not None:
+                    entry[2] -= 1
+                    if entry[2] <= 0:
+                        del self.live[key]
+                        if entry[4]:
+                            self._ptrs.pop(entry[4], None)
+                        self.host_bytes -= entry[5]
+                        self.allocators[entry[0]].free(entry[1])
+        finally:
+            if outside:
+                CLOCK._cpu_mark += _cpu() - started
 
     def _release(self, key: int) -> None:
         entry = self.live.get(key)
