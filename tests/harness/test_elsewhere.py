@@ -83,7 +83,9 @@ def test_a_job_without_copies_stops_the_spare_and_a_job_without_a_spare_forks_it
     assert elsewhere._SPARE is None
     try:
         _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status)  # killed waiting: it ran nothing
+        # killed waiting, or it read the end of its closed command pipe first and exited 0 with no program (seen
+        # under load: drop_spare closes the pipe before its kill): either way it ran nothing
+        assert os.WIFSIGNALED(status) or os.waitstatus_to_exitcode(status) == 0, status
     except ChildProcessError:  # drop_spare reaped it already
         pass
     copies = elsewhere.Elsewhere()
