@@ -169,7 +169,12 @@ def test_clock_gettime_reads_the_modeled_clock_and_cpu_time_stays_real(tmp_path:
                  "CLOCK_BOOTTIME"):
         assert 0.3 <= gpu[name] <= 1.5, (name, gpu)
         assert abs(gpu[name] - gpu["perf_counter"]) <= 0.05, (name, gpu)
-        assert 50.0 <= slept[name] <= 51.0, (name, slept)  # time.sleep(0.05) reads as 50 ms on every one
+        # time.sleep(0.05) reads as 50 ms on every one, and the same on all of them. The sleep adds exactly 50 ms
+        # of modeled time, but the window also holds the host's CPU time around it (thread_time, about 0.08 ms
+        # here), which a loaded host stretches: the same reading in test_the_classic_timing_experiments... went
+        # from 50-51 to 52.6 ms once at load average 40, so the ceiling has room; the clocks' agreement stays tight
+        assert 50.0 <= slept[name] <= 60.0, (name, slept)
+        assert abs(slept[name] - slept["perf_counter"]) <= 0.05, (name, slept)
     # the CPU-time clocks stay the host's: the emulation of ten products on the CPU took real CPU time
     assert gpu["CLOCK_PROCESS_CPUTIME_ID"] > 3 * gpu["perf_counter"], gpu
     assert out["realtime_vs_time"] < 1e-3 and out["monotonic_vs_monotonic"] < 1e-3, out
