@@ -157,13 +157,15 @@ class Simulation:
         torch.Tensor.record_stream = lambda t, stream: None
 
     # ---------------------------------------------------------------- the calls the simulation answers
-    def simulate(self, func, name: str, args, kwargs, ins: list | None = None):
+    def simulate(self, func, name: str, args, kwargs, ins: list | None = None, frames: tuple | None = None):
         """Answer a call that a simulated device changes; return NotImplemented for an ordinary call. `ins`: the
-        call's tensors (tensors_in), when the caller has them."""
+        call's tensors (tensors_in), when the caller has them; `frames`: (the learner's frame that made the call
+        directly, the nearest learner frame), learner_frames() of the call, when the caller walked the stack
+        already (the tracer's _on_clock: a move, a read, would walk it again from here to the same frames)."""
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if first is not None:
             if name in ("to", "cuda", "cpu", "type_as"):
-                return self._move(func, name, args, kwargs)
+                return self._move(func, name, args, kwargs, frames)
             if name in ("numpy", "__array__"):
                 self._refuse_numpy(name, first, kwargs)
             label = first.__dict__.get("_pt_dev")
@@ -172,8 +174,14 @@ class Simulation:
             if label and name == "type" and len(args) == 1 and not kwargs:
                 return f"torch.{label.split(':')[0]}.{_LEGACY_TYPES.get(first.dtype, 'Tensor')}"
             if label and name in SYNC_READS:  # reading a GPU value waits for the GPU
-                frame = self.learner_frame() if cuda_streams.CLOCK.active else None
-                cuda_streams.CLOCK.sync(label, read=True, line=frame.f_lineno if frame else None)
+                if not cuda_streams.CLOCK.active:
+                    line = None
+                elif frames is not None:
+                    line = self.line_of(frames[1])
+                else:
+                    frame = self.learner_frame()
+                    line = frame.f_lineno if frame else None
+                cuda_streams.CLOCK.sync(label, read=True, line=line)
             if label and name in dataless.READS and "_pt_nodata" in first.__dict__:
                 raise dataless.refuse(first, label)
         target = kwargs.get("device")
@@ -340,7 +348,9 @@ class Simulation:
             return self.devices.label(device), None, non_blocking, memory_format
         return "cpu", None, non_blocking, memory_format
 
-    def _move(self, func, name, args, kwargs):
+    def _move(self, func, name, args, kwargs, frames: tuple | None = None):
+        """A .to/.cuda/.cpu/.type_as call on a simulated host. `frames`: learner_frames() of the call, when the
+        caller has them (simulate says)."""
         src = args[0]
         label, dtype, non_blocking, memory_format = self._move_target(name, src, args, kwargs)
         if label != "cpu" and not self.devices.simulates(label):
@@ -353,9 +363,11 @@ class Simulation:
             self.note_placement(label)
         out = self._move_data(src, label, current, dtype, non_blocking, bool(kwargs.get("copy", False) or moving),
                               memory_format)
-        clock, seen = cuda_streams.CLOCK, {}
+        clock = cuda_streams.CLOCK
+        seen = {} if frames is None else {"frame": frames[0]}
         if clock.active and out is not src and (moving or label != "cpu"):
-            direct, frame = self.learner_frames()  # one walk: the copy's line, and the move's facts below
+            # one walk (none when the caller made it): the copy's line, and the move's facts below
+            direct, frame = self.learner_frames() if frames is None else frames
             seen["frame"] = direct
             line = self.line_of(frame)
             if moving:

@@ -417,7 +417,7 @@ class Tracer(Hooks, Simulation):
             self._propagate(name, args, kwargs, out, ins)
             self._observe(name, args, kwargs, out, frame=frame)
         else:
-            out = self.simulate(func, name, args, kwargs, ins)
+            out = self.simulate(func, name, args, kwargs, ins, (frame, nearest))  # a move's, a read's frames
             outs = None
             if out is NotImplemented:
                 out = self.run_simulated(func, name, args, kwargs, ins)
