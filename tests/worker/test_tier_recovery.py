@@ -105,16 +105,22 @@ def test_a_worker_whose_clock_is_a_minute_behind_runs_each_job_once(tier):
     from tests.support.clients import Learner
     from tests.worker.test_tier_grading import run
 
-    skewed = start_worker(tier, LD_PRELOAD=FAKETIME_LIB, FAKETIME="-60s", FAKETIME_DONT_FAKE_MONOTONIC="1")
+    # a longer lease than the module's 3 s for this worker and its sweeper: a heartbeat every 3 s, stale after 9.
+    # With 3 s a loaded host (load average 16 on 2 cores) once delayed the worker's heartbeat thread past its
+    # lease, and the sweeper replaced a running job (attempt 2); a heartbeat on the worker's own clock would
+    # still be 51 s past the lease, swept at the next of the job's nine sweeps
+    lease = {"COURSE_RUNNER_LEASE_S": "9"}
+    skewed = start_worker(tier, LD_PRELOAD=FAKETIME_LIB, FAKETIME="-60s", FAKETIME_DONT_FAKE_MONOTONIC="1", **lease)
     check = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], capture_output=True, text=True,
                            env={**os.environ, "LD_PRELOAD": FAKETIME_LIB, "FAKETIME": "-60s"}, check=True)
     assert time.time() - float(check.stdout) > 55  # libfaketime does move a process's clock back
-    sweeper = subprocess.Popen([sys.executable, "-m", "app.cli", "sweep", "--every", "1"], env=tier.env, cwd=ROOT,
+    sweeper = subprocess.Popen([sys.executable, "-m", "app.cli", "sweep", "--every", "1"], env={**tier.env, **lease},
+                               cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         async def scenario():
             async with Learner(tier.web[0]) as learner:
-                # each job spans three leases (3 s): long enough for a stale-looking heartbeat to be swept. One
+                # each job runs 9 s, nine sweeps: long enough for a stale-looking heartbeat to be swept. One
                 # after the other: this test is about running jobs, not jobs waiting their turn on the queue
                 return [await learner.submit("same-device", slow_solution(9, 1.0)) for _ in range(2)]
 
