@@ -99,10 +99,20 @@ async def submit_and_watch(learner: Learner, code: str, on_first_output=None) ->
     raise AssertionError("the event stream ended without a verdict")
 
 
+def name_of(proc: psutil.Process) -> str | None:
+    """The process's name; None for one reaped since it was listed: the sandbox's processes come and go while the
+    job starts (a waiting child's spare is killed and reaped as its job begins, harness drop_spare), and psutil
+    reads /proc/<pid>/stat again for name(), as sandbox_processes does for uids()."""
+    try:
+        return proc.name()
+    except psutil.NoSuchProcess:
+        return None
+
+
 def kill_job(server: psutil.Process) -> None:
     """SIGKILL the job process that named itself "faultjob"."""
     for attempt in range(50):  # the name is set a moment before the first line is printed; 5 s at most
-        jobs = [p for p in sandbox_processes(server) if p.name() == "faultjob"]
+        jobs = [p for p in sandbox_processes(server) if name_of(p) == "faultjob"]
         if jobs:
             for job in jobs:
                 job.send_signal(signal.SIGKILL)
