@@ -179,6 +179,8 @@ class LocalRunner:
                 "gpu_memory_bytes": s.sandbox_gpu_memory_bytes, "cpu_reserve": s.sandbox_cpu_reserve,
                 # the host most jobs run on (an exercise without `machine:`): waiting children build it ahead
                 "ahead_host": job_host(s).payload() if s.sandbox_prepare_ahead else None,
+                # the exercises' probes, which the server compiles before its first fork (grade.keep_probes)
+                "probes_dir": str(s.exercises_dir),
                 **self.server_options}
 
     async def _ensure_server(self) -> None:

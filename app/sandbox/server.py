@@ -94,6 +94,10 @@ class ForkServer(JobQueue):
         import app.harness as harness  # before forking: children cannot read project files
 
         harness.load()
+        if self.config.get("probes_dir"):  # the course's probes, compiled once here, not in each graded job
+            from app.harness import grade
+
+            grade.keep_probes(self.config["probes_dir"])
         from app.harness.tracing.placement import measure_dispatch
 
         info["dispatch_us"] = round(measure_dispatch() * 1e6, 2)  # once here, not in each job (clock.DISPATCH_S)
