@@ -217,23 +217,11 @@ class Allocator:
                 split_bytes.allocated += remaining
                 pool_split_bytes.current -= size
                 pool_split_bytes.allocated += remaining
-            else:  # the rest's _stat("inactive_split", pool, 1) and its bytes, written out
-                count.current += 1
-                if count.current > count.peak:
-                    count.peak = count.current
-                count.allocated += 1
-                pool_count.current += 1
-                if pool_count.current > pool_count.peak:
-                    pool_count.peak = pool_count.current
-                pool_count.allocated += 1
-                split_bytes.current += remaining
-                if split_bytes.current > split_bytes.peak:
-                    split_bytes.peak = split_bytes.current
-                split_bytes.allocated += remaining
-                pool_split_bytes.current += remaining
-                if pool_split_bytes.current > pool_split_bytes.peak:
-                    pool_split_bytes.peak = pool_split_bytes.current
-                pool_split_bytes.allocated += remaining
+            else:  # the rest's _stat("inactive_split", pool, 1) and its bytes: a whole block split, not every malloc
+                count.up(1)
+                pool_count.up(1)
+                split_bytes.up(remaining)
+                pool_split_bytes.up(remaining)
             block.size = size
         elif cached:
             self._split_down(pool, block.size)
