@@ -96,6 +96,33 @@ def _exercise_row(session: Session, learner_id: str, exercise_slug: str) -> Exer
     return row
 
 
+_PROGRESS = ExerciseProgress.__table__
+# one more attempt on a progress row that is there (every attempt but a learner's first on an exercise), the
+# statement built once
+_COUNT_ATTEMPT = (update(_PROGRESS).where(_PROGRESS.c.learner_id == bindparam("learner"),
+                                          _PROGRESS.c.exercise_slug == bindparam("exercise"))
+                  .values(attempts=func.coalesce(_PROGRESS.c.attempts, 0) + 1,
+                          first_attempt_at=func.coalesce(_PROGRESS.c.first_attempt_at,
+                                                         bindparam("now", type_=_PROGRESS.c.first_attempt_at.type)),
+                          last_attempt_at=bindparam("now", type_=_PROGRESS.c.last_attempt_at.type)))
+
+
+def _count_attempt(session: Session, learner_id: str, exercise_slug: str, now: datetime) -> None:
+    """Count one attempt on the learner's progress row, made if there is none.
+
+    Where the row is there and the session holds no copy of it (each submission's write), one UPDATE built once:
+    reading the row and writing it back through the session cost a SELECT and the ORM's flush of it. A copy held,
+    or no row (a first attempt, or one the session has not written yet), go the ORM's way."""
+    if session.identity_map.get(identity_key(ExerciseProgress, (learner_id, exercise_slug))) is None:
+        counted = session.execute(_COUNT_ATTEMPT, {"learner": learner_id, "exercise": exercise_slug, "now": now})
+        if counted.rowcount == 1:
+            return
+    row = _exercise_row(session, learner_id, exercise_slug)
+    row.attempts = (row.attempts or 0) + 1
+    row.first_attempt_at = row.first_attempt_at or now
+    row.last_attempt_at = now
+
+
 def record_submission(
     session: Session, *, learner_id: str, exercise_slug: str, code: str, status: str = "queued",
     machine: str | None = None,
@@ -113,10 +140,7 @@ def record_submission(
                                               starter=starter)
     now = utcnow()
     touch(session, learner_id, now)
-    row = _exercise_row(session, learner_id, exercise_slug)
-    row.attempts = (row.attempts or 0) + 1
-    row.first_attempt_at = row.first_attempt_at or now
-    row.last_attempt_at = now
+    _count_attempt(session, learner_id, exercise_slug, now)
     submission = Submission(
         id=secrets.token_hex(16),
         learner_id=learner_id,
