@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from app.grading.facts import at
-from app.grading.syntax import syntax_nodes_of
+from app.grading.syntax import derived, syntax_nodes_of
 from app.grading.verdict import CheckResult
 
 # the check that reports a crash as such: others may share its line and still explain the crash
@@ -80,6 +80,11 @@ def _sentences_once(results: list[CheckResult]) -> list[CheckResult]:
 
 
 def unreachable_after(code: str | None) -> dict[int, tuple[int, int, str]]:
+    """_unreachable_after(code), once per Source read ahead (syntax.derived)."""
+    return derived(code, "unreachable_after", lambda: _unreachable_after(code))
+
+
+def _unreachable_after(code: str | None) -> dict[int, tuple[int, int, str]]:
     """Map each line that ends its block early (`return`, `raise`, ...) to the lines after it that never run."""
     ends: dict[int, tuple[int, int, str]] = {}
     for node in syntax_nodes_of(code, *WITH_BLOCKS):

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.grading.syntax import syntax_nodes_of
+from app.grading.syntax import derived, syntax_nodes_of
 
 Event = Literal["to_device", "to_host", "sync", "mismatch", "created_on_device"]
 # entries in one verdict; the harness keeps 400, a page shows far fewer lines of code
@@ -56,6 +56,11 @@ class PlacementTotals(BaseModel):
 
 
 def loop_lines(code: str | None) -> set[int]:
+    """_loop_lines(code), once per Source read ahead (syntax.derived)."""
+    return derived(code, "loop_lines", lambda: _loop_lines(code))
+
+
+def _loop_lines(code: str | None) -> set[int]:
     """The lines inside the body of a `for` or `while` loop (or a comprehension) of the learner's code."""
     lines: set[int] = set()
     for node in syntax_nodes_of(code, *LOOPS):
@@ -68,6 +73,11 @@ def loop_lines(code: str | None) -> set[int]:
 
 
 def assigned_names(code: str | None) -> dict[int, list[str]]:
+    """_assigned_names(code), once per Source read ahead (syntax.derived)."""
+    return derived(code, "assigned_names", lambda: _assigned_names(code))
+
+
+def _assigned_names(code: str | None) -> dict[int, list[str]]:
     """The names each line assigns to (`weights = torch.randn(...)`: ["weights"]; `self.mean = ...`: ["self.mean"]).
 
     A tensor made on a device, or a model moved there, has no name yet when the harness sees it (the assignment
@@ -85,6 +95,11 @@ def assigned_names(code: str | None) -> dict[int, list[str]]:
 
 
 def moved_names(code: str | None) -> dict[int, list[str]]:
+    """_moved_names(code), once per Source read ahead (syntax.derived)."""
+    return derived(code, "moved_names", lambda: _moved_names(code))
+
+
+def _moved_names(code: str | None) -> dict[int, list[str]]:
     """Per line, the expressions copied with `.to()`/`.cuda()`/`.cpu()` (`self.mean.to(x.device)`: self.mean)."""
     out: dict[int, list[str]] = {}
     for node in syntax_nodes_of(code, ast.Call):

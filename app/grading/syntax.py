@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _PARSE = threading.Lock()
 # the latest trees by (code, filename): one verdict reads the learner's code four times (the placement map's loops,
@@ -36,6 +36,9 @@ class Source:
     tree: ast.Module | None
     nodes: tuple[ast.AST, ...]
     by_class: dict[type, list[tuple[int, ast.AST]]]
+    # what the verdict's readings make of the tree (`derived`: the placement map's loops, assignments and moves,
+    # the checks' unreachable lines), made once, when read ahead (Grading.read_source)
+    tables: dict[str, object] = field(default_factory=dict, compare=False)
 
 
 # the Source held while a verdict is decided (`holding`); per thread and per task
@@ -48,6 +51,18 @@ def read_ahead(code: str | None) -> Source:
     CPU for training-loop's solution in-process)."""
     nodes, by_class = _walked(code)
     return Source(code or "", syntax_tree(code), nodes, by_class)
+
+
+def derived(code: str | None, name: str, make):
+    """make(), once per held Source of `code` (kept in its `tables` under `name`), else made each time: each of
+    the readings that asks treats what it gets as read-only."""
+    held = _held(code)
+    if held is None:
+        return make()
+    value = held.tables.get(name)
+    if value is None:
+        value = held.tables[name] = make()
+    return value
 
 
 @contextmanager
@@ -125,4 +140,4 @@ def _position(pair: tuple[int, ast.AST]) -> int:
     return pair[0]
 
 
-__all__ = ["Source", "holding", "read_ahead", "syntax_nodes", "syntax_nodes_of", "syntax_tree"]
+__all__ = ["Source", "derived", "holding", "read_ahead", "syntax_nodes", "syntax_nodes_of", "syntax_tree"]

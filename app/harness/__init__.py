@@ -65,6 +65,7 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
         warm()
         session.warm_simulation(host)
     session.ahead(host)
+    session.warm_report()
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:

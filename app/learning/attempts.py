@@ -13,7 +13,7 @@ import ast
 import hashlib
 from functools import lru_cache
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from app.grading.facts import compiles
@@ -53,6 +53,14 @@ def _starter_digest(starter: str) -> str:
     return digest(starter)
 
 
+# an earlier attempt with the same code, the statement built once (each submission's write asks); rows stored
+# before digests existed are compared by their code
+_EARLIER = select(Submission.id).where(
+    Submission.learner_id == bindparam("learner_id"), Submission.exercise_slug == bindparam("exercise_slug"),
+    or_(Submission.code_digest == bindparam("code_digest"),
+        and_(Submission.code_digest.is_(None), Submission.code == bindparam("code")))).limit(1)
+
+
 def uncounted_reason(session: Session, *, learner_id: str, exercise_slug: str, code: str,
                      starter: str | None) -> tuple[str, str | None]:  # fmt: skip
     """Return the code's digest and why this attempt ran nothing new ("starter", "repeat", "syntax"), or None
@@ -60,10 +68,8 @@ def uncounted_reason(session: Session, *, learner_id: str, exercise_slug: str, c
     code_digest = digest(code)
     if starter is not None and code_digest == _starter_digest(starter):
         return code_digest, "starter"
-    # rows stored before digests existed are compared by their code
-    same = or_(Submission.code_digest == code_digest, and_(Submission.code_digest.is_(None), Submission.code == code))
-    earlier = session.execute(select(Submission.id).where(
-        Submission.learner_id == learner_id, Submission.exercise_slug == exercise_slug, same).limit(1)).first()
+    earlier = session.execute(_EARLIER, {"learner_id": learner_id, "exercise_slug": exercise_slug,
+                                         "code_digest": code_digest, "code": code}).first()
     if earlier is not None:
         return code_digest, "repeat"
     if not compiles(code):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
@@ -62,13 +62,17 @@ def score_of(verdict: dict) -> float:
     return min(round(SCORE_MAXIMUM * share, 1), SCORE_MAXIMUM - 1)
 
 
+# the learner's memberships in LMS courses with grade services, the statement built once: every verdict asks,
+# and most learners have none
+_MEMBERS = (select(LtiMember).join(LtiContext, LtiContext.id == LtiMember.context_id)
+            .where(LtiMember.learner_id == bindparam("learner_id"), LtiContext.lineitems_url.is_not(None)))
+
+
 def queue_grade(session: Session, stored: Stored) -> None:
     """After-verdict hook: raise the learner's best score for this exercise in each LMS course they launched from
     (with grade services), and make it due when it rose. No network here."""
     submission = stored.submission
-    members = session.scalars(
-        select(LtiMember).join(LtiContext, LtiContext.id == LtiMember.context_id)
-        .where(LtiMember.learner_id == submission.learner_id, LtiContext.lineitems_url.is_not(None)))
+    members = session.scalars(_MEMBERS, {"learner_id": submission.learner_id})
     score = score_of(stored.verdict)
     for member in members:
         if role_for(member.roles) != "learner":  # the LMS's gradebook has its learners; staff trying it are not

@@ -27,7 +27,7 @@ from app.models import Submission
 from app.runner.base import Busy, Unavailable
 from app.submissions import views
 from app.submissions.hub import Hub
-from app.submissions.live import Refused, check_code
+from app.submissions.live import JsonText, Refused, check_code, encoded
 from app.submissions.views import exercise_state, learner_key, verdict_json
 from app.web.deps import LearnerId, OptionalUser, SessionDep, per_person_limits, waits_later
 from app.web.routes import machines
@@ -48,10 +48,10 @@ def sse_event(event_id: str | None, kind: str, data: Any) -> ServerSentEvent:
     FastAPI encodes an event's `data` through `jsonable_encoder`, which walks every item: 16 ms for
     training-loop's verdict (its placement map and timeline) against 2.3 ms for `json.dumps` alone, the same bytes
     (in-process, load average 8), once per verdict in the web server's event loop. Data that is not plain JSON (a
-    float that is not finite, a date) still takes FastAPI's way."""
-    try:
-        raw = json.dumps(data, allow_nan=False)
-    except (TypeError, ValueError):
+    float that is not finite, a date) still takes FastAPI's way. A live run's verdict comes as JSON text already
+    (app/submissions/live.py's `encoded`, the same bytes), encoded once for every page that follows the run."""
+    raw = encoded(data)
+    if not isinstance(raw, JsonText):
         return ServerSentEvent(event=kind, data=data, id=event_id, retry=SSE_RETRY_MS)
     return ServerSentEvent(event=kind, raw_data=raw, id=event_id, retry=SSE_RETRY_MS)
 
