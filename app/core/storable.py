@@ -48,9 +48,15 @@ def storable_json(value: Any) -> str:
     0.13 ms, against 0.36 ms for walking every string first); the rest are walked and serialised again.
     """
     text = json.dumps(value)
-    if _ESCAPED_UNSTORABLE.search(text) is None:
+    if not shows_unstorable(text):
         return text
     return json.dumps(_storable_value(value))
+
+
+def shows_unstorable(text: str) -> bool:
+    """Whether JSON text (json.dumps', ensure_ascii) may hold a character a column cannot: its escape of a NUL or a
+    surrogate, or text that reads like one (a backslash before "u0000" in a string): True means "maybe"."""
+    return _ESCAPED_UNSTORABLE.search(text) is not None
 
 
 def _storable_row(row: Any) -> Any:
@@ -68,4 +74,4 @@ def storable_params(parameters: Any, executemany: bool) -> Any:
     return _storable_row(parameters)
 
 
-__all__ = ["REPLACEMENT", "storable_text", "storable_json", "storable_params"]
+__all__ = ["REPLACEMENT", "storable_text", "storable_json", "storable_params", "shows_unstorable"]

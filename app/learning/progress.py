@@ -69,9 +69,13 @@ def remember_machine(session: Session, *, learner_id: str, machine: str) -> None
     ensure_learner(session, learner_id).machine = machine
 
 
+# the learner's "Run on" choice, the statement built once: each submission reads it before its job starts
+_REMEMBERED = select(Learner.machine).where(Learner.id == bindparam("learner_id"))
+
+
 def remembered_machine(session: Session, *, learner_id: str) -> str | None:
     """The learner's last "Run on" choice; None when they never picked one (or have no row yet)."""
-    return session.scalar(select(Learner.machine).where(Learner.id == learner_id))
+    return session.scalar(_REMEMBERED, {"learner_id": learner_id})
 
 
 def mark_lesson_read(session: Session, *, learner_id: str, lesson_slug: str) -> bool:

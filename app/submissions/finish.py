@@ -113,13 +113,17 @@ def _store_run(session: Session, submission_id: str, verdict: dict[str, Any], gu
     return Stored(submission=submission, verdict=verdict, at=now)
 
 
-def as_stored(submission: Submission, verdict: dict[str, Any], at: datetime) -> Submission:
+def as_stored(submission: Submission, verdict: dict[str, Any], at: datetime, *, read_back: bool = True
+              ) -> Submission:
     """Return a detached copy of an unfinished submission's row as `finish(verdict=verdict, at=at)` will leave it,
     read back: the verdict as its JSON column reads it (NUL and lone surrogates replaced, app/core/storable.py).
-    What a learner is shown before the write is done must be what they read afterwards."""
+    What a learner is shown before the write is done must be what they read afterwards.
+
+    read_back=False: the verdict as given, for a caller that shows it only where that is the same
+    (app/submissions/live.py's `shown`)."""
     columns = {column.key: getattr(submission, column.key) for column in Submission.__table__.columns}
     copy = Submission(**{**columns, **_finished_values(verdict, at)})
-    copy.verdict = json.loads(storable_json(verdict))
+    copy.verdict = json.loads(storable_json(verdict)) if read_back else verdict
     return copy
 
 
