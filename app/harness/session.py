@@ -59,6 +59,8 @@ _AHEAD_FILE = "main.py"
 
 # warm_simulation's program: a training step, with the tracer's module and optimizer hooks called as torch calls them
 _WARM_UP_STEP = """\
+moved = torch.nn.Linear(1, 1).to(device)
+batch = batch.to(device)
 tracer._forward_pre_hook(model, (xb,))
 loss = torch.nn.functional.mse_loss(model(xb), xb)
 optimizer.zero_grad()
@@ -68,6 +70,10 @@ optimizer.step()
 tracer._step_post_hook(optimizer, (), {})
 print_value = loss.item()
 """
+
+
+def _no_lazy_init() -> None:
+    """torch.cuda._lazy_init while warm_simulation's moves run: CUDA stays uninitialised for the job."""
 
 
 def warm_simulation(host: dict) -> None:
@@ -91,7 +97,7 @@ def warm_simulation(host: dict) -> None:
     simulated = SimulatedHost.from_payload(host)
     if not simulated.simulated or not simulated.cuda or not simulated.clock or torch.cuda.is_available():
         return
-    state = torch.get_rng_state()
+    state, lazy_init = torch.get_rng_state(), torch.cuda._lazy_init
     tracer = placement.Tracer("<warm-up>", simulated=True, devices=Devices(simulated), memory=Memory())
     try:
         model = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
@@ -102,9 +108,17 @@ def warm_simulation(host: dict) -> None:
         xb = torch.linspace(-1, 1, 8).unsqueeze(1)
         tracer.set_label(xb, "cuda:0")
         tracer.mode = placement.PlacementMode(tracer)
-        program = {"torch": torch, "model": model, "optimizer": optimizer, "xb": xb, "tracer": tracer}
-        with tracer.mode:  # as the learner's file, so the facts a graded run gathers are gathered too
-            exec(compile(_WARM_UP_STEP, tracer.learner_file, "exec"), program)
+        program = {"torch": torch, "model": model, "optimizer": optimizer, "xb": xb, "tracer": tracer,
+                   "batch": torch.zeros(8, 1), "device": torch.device("cuda")}
+        # the moves place tensors on the GPU, which initialises CUDA (torch.cuda._lazy_init: the seeding calls it
+        # queued run, is_initialized() says True): the job's own first placement must still do that, so here it
+        # does nothing
+        torch.cuda._lazy_init = _no_lazy_init
+        try:
+            with tracer.mode:  # as the learner's file, so the facts a graded run gathers are gathered too
+                exec(compile(_WARM_UP_STEP, tracer.learner_file, "exec"), program)
+        finally:
+            torch.cuda._lazy_init = lazy_init
         _keep_warm_report(tracer)
         del model, optimizer, xb, program, p
     except Exception:  # the job's first steps are only slower (the finally puts back what it touched)

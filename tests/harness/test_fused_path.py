@@ -117,3 +117,56 @@ def test_the_fused_path_reports_what_the_whole_chain_reports():
     assert fused["fused"] > 200 and chain["fused"] == 0  # the path was taken, and then not at all
     assert fused["report"]["outcome"]["finished"], fused["report"]["outcome"]
     _same(_timing_free(fused["report"]), _timing_free(chain["report"]))
+
+
+RUN_JOB = r'''
+import contextlib, io, json, linecache, sys
+from app.sandbox import startup
+startup.warm_up()
+import app.harness as harness
+harness.load()
+import torch
+from app.harness import plain, session
+from app.harness.contract import DEFAULT_HOST
+from app.harness.machine.clock import CLOCK
+from app.harness.tracing import placement
+if sys.argv[1] == "chain":
+    placement.Tracer.ordinary = lambda self, *args: placement._FALL_BACK
+losses = []
+ordinary = placement.Tracer.ordinary
+def counted(self, func, name, *rest):
+    out = ordinary(self, func, name, *rest)
+    if name in placement._LOSS_FUNCTIONS and out is not placement._FALL_BACK:
+        losses.append(bool(out.__dict__.get("_pt_loss")))
+    return out
+placement.Tracer.ordinary = counted
+code = sys.stdin.read()
+linecache.cache["main.py"] = (len(code), None, code.splitlines(True), "main.py")
+session.prepare({"host": DEFAULT_HOST.payload(), "nproc": 1}, "main.py", grading=False)
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    status = plain.run_plain(code, "main.py")
+work = [(row, name, line, kind) + ((seconds,) if kind in ("kernel", "copy") else ())
+        for row, name, _, seconds, line, kind in CLOCK.trace]
+print(json.dumps({"status": status, "printed": printed.getvalue(), "losses": losses, "work": work,
+                  "memory": torch.cuda.memory_stats(), "by_line": sorted(CLOCK.by_line)}, default=str))
+'''
+
+
+def run_job(how: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", RUN_JOB, how], input=PROGRAM, capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_run_whose_facts_nobody_reads_takes_loss_functions_on_the_fused_path_with_the_same_outcome():
+    """A `run` job's loss functions (no facts to record) take the fused path, their results marked as the loss as
+    the chain marks them: the same output, device work (kernels, copies, their lines) and memory figures."""
+    fused, chain = run_job("fused"), run_job("chain")
+    assert fused["status"] == chain["status"] == 0
+    assert fused["losses"] == [True] * 12 and chain["losses"] == []  # mse_loss of 3 epochs x 4 batches, marked
+    assert fused["printed"] == chain["printed"]
+    assert fused["work"] == chain["work"]
+    assert fused["memory"] == chain["memory"]
+    assert fused["by_line"] == chain["by_line"]

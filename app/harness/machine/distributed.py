@@ -466,8 +466,9 @@ class Distributed:
 
     # ---------------------------------------------------------------- data
     def new_loader(self, loader, args, kwargs):
-        """DataLoader.__init__: record its sampler and whether it also shuffles (torch refuses both)."""
-        frame = self.tracer.learner_frame()
+        """DataLoader.__init__: record its sampler and whether it also shuffles (torch refuses both), where someone
+        reads the facts (not in a run that is not graded: binding the arguments alone cost ~15 us)."""
+        frame = self.tracer.learner_frame() if self.tracer.observing else None
         if frame is None:
             return _LOADER_INIT(loader, *args, **kwargs)
         try:

@@ -152,7 +152,9 @@ class Hooks:
         tracer = self
         for name, orig in _ORIG_MODULE.items():
             def move(module, *args, _orig=orig, _name=name, **kwargs):
-                frame = tracer.learner_frame(direct=True)
+                # its facts only where someone reads them: in a run that is not graded, listing the parameters and
+                # summing their bytes (a traced call each on the simulated GPU) cost more than the move's own work
+                frame = tracer.learner_frame(direct=True) if tracer.observing else None
                 if tracer.simulated and _name == "to":  # `model.to(0)`: the C++ parser would ask for a real GPU
                     args, kwargs = tracer.ordinals_named(args, kwargs)
                 before = {tracer.device_of(p) for p in module.parameters()} if frame is not None else set()

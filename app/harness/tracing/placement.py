@@ -62,6 +62,10 @@ LINES_KEPT = 20_000
 _NOT_ORDINARY = frozenset(_WATCHED | _SYNCS | simulation.SYNC_READS | dataless.READS | simulation.MIXING_ALLOWED
                           | simulation.RANDOM_WITH_GENERATOR | simulation.RANDOM_WITHOUT_GENERATOR
                           | {"get_device", "type"})
+# ... but a loss function, in a run whose facts nobody reads (Tracer.observing False: a `run` job, a graded run's copy
+# elsewhere), is an ordinary op whose result carries the loss mark: the whole chain did nothing more for it there
+# (~7 us of each training batch's CPU, bench/README.md)
+_ORDINARY_LOSSES = frozenset(_LOSS_FUNCTIONS - (_NOT_ORDINARY - _WATCHED))  # none is read, random, a move ...
 _FALL_BACK = object()  # Tracer.ordinary: not an ordinary op, run the whole chain
 
 
@@ -328,16 +332,19 @@ class Tracer(Hooks, Simulation):
 
     def ordinary(self, func, name: str, args, kwargs, caller):
         """The common case of a traced call on a simulated GPU with a clock, in one function: an ordinary op (no
-        move, read, factory, random draw, loss, collective; autocast off or not casting it) whose tensors all carry
-        one GPU's label, apart from host scalars (0-dim), and hold values, within the job's memory budget. It does
-        what on_call -> _on_clock -> simulate -> run_simulated -> _propagate -> _observe -> _charge do for such a
-        call, in the same order (count, run, label and count memory, queue the kernel), without each step asking
-        again what kind of call it is (~3 us of each such op's CPU, bench/README.md). Anything else returns
+        move, read, factory, random draw, collective, loss whose facts are read; autocast off or not casting it)
+        whose tensors all carry one GPU's label, apart from host scalars (0-dim), and hold values, within the job's
+        memory budget. It does what on_call -> _on_clock -> simulate -> run_simulated -> _propagate -> _observe ->
+        _charge do for such a call, in the same order (count, run, label and count memory, queue the kernel),
+        without each step asking again what kind of call it is (~3 us of each such op's CPU, bench/README.md).
+        Anything else returns
         _FALL_BACK before it has done anything, and the whole chain runs (tests/harness/test_fused_path.py holds
         the two to the same report). `caller`: the frame that made the torch call. The mode hands it only the
         functions whose kind allows it (an ordinary op's name, no collective, no cast of autocast's: _func_info,
         once per function); the rest it checks here, per call."""
         if not self.simulated or CLOCK.figures is None or "device" in kwargs or "pin_memory" in kwargs:
+            return _FALL_BACK
+        if name in _LOSS_FUNCTIONS and self.observing:  # a loss function's facts: the whole chain records them
             return _FALL_BACK
         memory = self.memory
         if memory.host_bytes >= self.devices.host.device_data_bytes:  # past the budget (Memory.over_budget)
@@ -377,7 +384,7 @@ class Tracer(Hooks, Simulation):
                     raise
             outs = tensors_in(out)
             if outs:  # _propagate: results live where their inputs live; batch and loss marks follow
-                batch, loss = None, False
+                batch, loss = None, name in _LOSS_FUNCTIONS
                 for t in ins:
                     d = t.__dict__
                     if batch is None and "_pt_batch" in d:
@@ -695,7 +702,8 @@ def _func_info(func) -> tuple:
         if type(descriptor).__name__ == "getset_descriptor":
             prop = descriptor.__name__ if descriptor.__name__ in _LABELLED_PROPERTIES else _UNLABELLED
     module = getattr(func, "__module__", "")
-    ordinary = name not in _NOT_ORDINARY and type(module) is str and not module.startswith("torch.distributed")
+    ordinary = (name not in _NOT_ORDINARY or name in _ORDINARY_LOSSES) and type(module) is str \
+        and not module.startswith("torch.distributed")
     info = (name, prop, name in _WATCHED, ordinary, name in autocast.WATCHED)
     if len(_FUNCS) < FUNCS_KEPT:
         try:
