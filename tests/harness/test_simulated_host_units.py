@@ -131,3 +131,24 @@ def test_simulated_cuda_128_wheel_lists_the_architectures_pytorch_builds_it_for(
     flags = runtime.entry_points()["_cuda_getArchFlags"]().split()
     assert flags == ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
     assert f"sm_{DEFAULT_HOST.capability[0]}{DEFAULT_HOST.capability[1]}" in flags  # the H100 runs natively
+
+
+def test_host_payload_is_asdicts_form_and_a_copy():
+    """payload() is built field by field (it is on every job's submission): the same dict `dataclasses.asdict`
+    gives, capability as a list, for every machine profile and build, and nothing in it shared with the host."""
+    import dataclasses
+    import json
+
+    from app.harness.contract import machine_host
+    from app.harness.machine import machines
+
+    hosts = [DEFAULT_HOST, PLAIN_CPU, host_for(build="macos-arm64"), host_for(build="cpu"), host_for(gpus=2)]
+    hosts += [machine_host(m) for m in sorted(machines.load_all())]
+    for host in hosts:
+        expected = {**dataclasses.asdict(host), "capability": list(host.capability)}
+        got = host.payload()
+        assert got == expected and json.dumps(got) == json.dumps(expected), host.machine
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+        if host.clock:
+            got["clock"]["peak_flops"]["fp32"] = 0.0
+            assert host.clock["peak_flops"]["fp32"] != 0.0 and host.payload() == expected
