@@ -48,19 +48,24 @@ with torch.autocast("cuda", dtype=torch.bfloat16):            # autocast casts: 
 torch.cuda.synchronize()
 '''
 
-RUN = r'''
-import json, sys
+# what both scripts start with: a process warmed as the fork server warms itself, the harness loaded, and with
+# "chain" every ordinary op sent down the whole chain (the fused path refusing each); `ordinary` is the path taken
+PREAMBLE = r'''
+import contextlib, io, json, linecache, sys
 from app.sandbox import startup
 startup.warm_up()
 import app.harness as harness
 harness.load()
-from app.harness import grade
 from app.harness.tracing import placement
-from app.runner.base import Job
 if sys.argv[1] == "chain":
     placement.Tracer.ordinary = lambda self, *args: placement._FALL_BACK
-calls = []
 ordinary = placement.Tracer.ordinary
+'''
+
+RUN = PREAMBLE + r'''
+from app.harness import grade
+from app.runner.base import Job
+calls = []
 def counted(self, func, name, *rest):
     out = ordinary(self, func, name, *rest)
     calls.append(out is not placement._FALL_BACK)
@@ -73,11 +78,16 @@ print(json.dumps({"status": status, "fused": sum(calls), "report": report}, defa
 '''
 
 
-def graded(how: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", RUN, how], input=PROGRAM, capture_output=True, text=True,
+def _last_json(script: str, how: str) -> dict:
+    """Run script on PROGRAM in a fresh process; return the JSON of its last line."""
+    proc = subprocess.run([sys.executable, "-c", script, how], input=PROGRAM, capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
+
+
+def graded(how: str) -> dict:
+    return _last_json(RUN, how)
 
 
 def _timing_free(report: dict) -> dict:
@@ -119,21 +129,12 @@ def test_the_fused_path_reports_what_the_whole_chain_reports():
     _same(_timing_free(fused["report"]), _timing_free(chain["report"]))
 
 
-RUN_JOB = r'''
-import contextlib, io, json, linecache, sys
-from app.sandbox import startup
-startup.warm_up()
-import app.harness as harness
-harness.load()
+RUN_JOB = PREAMBLE + r'''
 import torch
 from app.harness import plain, session
 from app.harness.contract import DEFAULT_HOST
 from app.harness.machine.clock import CLOCK
-from app.harness.tracing import placement
-if sys.argv[1] == "chain":
-    placement.Tracer.ordinary = lambda self, *args: placement._FALL_BACK
 losses = []
-ordinary = placement.Tracer.ordinary
 def counted(self, func, name, *rest):
     out = ordinary(self, func, name, *rest)
     if name in placement._LOSS_FUNCTIONS and out is not placement._FALL_BACK:
@@ -154,10 +155,7 @@ print(json.dumps({"status": status, "printed": printed.getvalue(), "losses": los
 
 
 def run_job(how: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", RUN_JOB, how], input=PROGRAM, capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.splitlines()[-1])
+    return _last_json(RUN_JOB, how)
 
 
 def test_a_run_whose_facts_nobody_reads_takes_loss_functions_on_the_fused_path_with_the_same_outcome():
