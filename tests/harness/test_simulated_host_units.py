@@ -152,3 +152,27 @@ def test_host_payload_is_asdicts_form_and_a_copy():
         if host.clock:
             got["clock"]["peak_flops"]["fp32"] = 0.0
             assert host.clock["peak_flops"]["fp32"] != 0.0 and host.payload() == expected
+
+
+def test_a_profiles_host_is_built_once_and_again_when_its_file_changes(tmp_path):
+    """machine_host and job_host keep the host they built for a profile (every graded submission asks for one),
+    and build it again from the file once it changes."""
+    import json
+
+    from app.core.config import Settings
+    from app.harness.contract import job_host, machine_host
+    from app.harness.machine import machines
+
+    data = json.loads((machines.FOLDER / "t4.json").read_text())
+    data["id"] = "kept-host-card"
+    (tmp_path / "kept-host-card.json").write_text(json.dumps(data))
+    settings = Settings(env="test", secret_key="x", sim_machines_dir=tmp_path)
+    first = machine_host("kept-host-card", folder=tmp_path)
+    assert machine_host("kept-host-card", folder=tmp_path) is first and first.multiprocessors == 40
+    on_job = job_host(settings, machine="kept-host-card", gpus=2)
+    assert job_host(settings, machine="kept-host-card", gpus=2) is on_job and on_job.gpus == 2
+    assert job_host(settings, machine="kept-host-card").gpus == first.gpus  # another argument, another host
+    data["multiprocessors"]["value"] = 4000
+    (tmp_path / "kept-host-card.json").write_text(json.dumps(data))
+    assert machine_host("kept-host-card", folder=tmp_path).multiprocessors == 4000
+    assert job_host(settings, machine="kept-host-card", gpus=2).multiprocessors == 4000
