@@ -23,7 +23,7 @@ with `gpus:` in its exercise.yaml; `course run --gpus N --build ...` picks any h
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NotRequired, TypedDict
 
 from app.harness.machine import machines
@@ -108,8 +108,11 @@ class SimulatedHost:
 
     # --- crossing the boundary ------------------------------------------------------------------------------
     def payload(self) -> dict:
-        """The JSON-ready form the harness receives in the job's payload."""
-        data = asdict(self)
+        """The JSON-ready form the harness receives in the job's payload: a new dict each call, equal to
+        `dataclasses.asdict`'s with the capability as a list. Built field by field: asdict's walk (a deepcopy of
+        every value, the clock's dicts entered one by one) was 25 us of every job's submission on the web
+        server's event loop, this 5 (bench/README.md, "The runner's work per job on the event loop")."""
+        data = {name: _plain_copy(getattr(self, name)) for name in _HOST_FIELDS}
         data["capability"] = list(self.capability)
         return data
 
@@ -148,24 +151,58 @@ class SimulatedHost:
         return replace(self, build=build, gpus=gpus or 0, mps=has_mps if mps is None else mps)
 
 
+_HOST_FIELDS = tuple(f.name for f in fields(SimulatedHost))
+
+
+def _plain_copy(value):
+    """A copy of a host field's value as `dataclasses.asdict` makes it: dicts, lists and tuples copied all the way
+    down (a caller may change what payload() returns), anything else (numbers, strings, None) as it is."""
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_copy(v) for v in value)
+    return value
+
+
 # No simulation at all: torch as installed here (a CPU-only build). Benchmarks use it as their baseline.
 PLAIN_CPU = SimulatedHost(build="cpu", gpus=0)
+
+
+# (machine id, gpus, folder) -> (the profile, its host): a host is a frozen description of its profile, built once
+# per profile rather than once per job (two constructions and the clock's figures, 8 us on every graded
+# submission's way to the sandbox); the profile's identity says it is still the one on disk (machines.load_all
+# reads an extra folder again when its files change)
+_MACHINE_HOSTS: dict[tuple, tuple[object, SimulatedHost]] = {}
+_JOB_HOSTS: dict[tuple, tuple[SimulatedHost, SimulatedHost]] = {}  # job_host's, the same way
+_MACHINE_HOSTS_MAX = 256  # distinct keys kept; past it the cache starts again (tests make throw-away folders)
 
 
 def machine_host(machine_id: str = machines.DEFAULT, *, gpus: int | None = None,
                  folder=None) -> SimulatedHost:
     """The host a machine profile describes (`gpus` replaces its GPU count); MachineError for an unknown id."""
     m = machines.get(machine_id, folder)
-    fields = dict(build=m.build, gpus=m.gpus if gpus is None else gpus, mps=m.mps, machine=m.id)
+    key = (machine_id, gpus, str(folder) if folder else None)
+    cached = _MACHINE_HOSTS.get(key)
+    if cached is not None and cached[0] is m:
+        return cached[1]
+    host = _profile_host(m, gpus)
+    if len(_MACHINE_HOSTS) >= _MACHINE_HOSTS_MAX:
+        _MACHINE_HOSTS.clear()
+    _MACHINE_HOSTS[key] = (m, host)
+    return host
+
+
+def _profile_host(m, gpus: int | None) -> SimulatedHost:
+    given = dict(build=m.build, gpus=m.gpus if gpus is None else gpus, mps=m.mps, machine=m.id)
     if machines.BUILDS[m.build].cuda_version:
-        fields["cuda_version"] = machines.BUILDS[m.build].cuda_version
+        given["cuda_version"] = machines.BUILDS[m.build].cuda_version
     # the card's figures where the profile has them (a CPU-only machine has none: the fields keep no meaning)
     card = {"gpu_name": ("name", str), "gpu_memory_bytes": ("total_memory", int), "capability": ("capability", tuple),
             "multiprocessors": ("multiprocessors", int)}
-    fields.update({field: kind(m.value(figure)) for field, (figure, kind) in card.items()
+    given.update({field: kind(m.value(figure)) for field, (figure, kind) in card.items()
                    if m.value(figure) not in (None, "")})
-    fields["clock"] = machines.clock_figures(m) if machines.BUILDS[m.build].accelerator else None
-    return SimulatedHost(**fields)
+    given["clock"] = machines.clock_figures(m) if machines.BUILDS[m.build].accelerator else None
+    return SimulatedHost(**given)
 
 
 # The simulated host of every job on a host without a GPU, unless an exercise or `course run` asks otherwise.
@@ -188,12 +225,24 @@ def job_host(settings, *, machine: str | None = None, gpus: int | None = None,
     """The simulated host of one job: the machine named (else COURSE_SIM_MACHINE's), `gpus` GPUs, the data-less
     thresholds of the settings; `build` swaps the torch build as `course run --build` does."""
     folder = getattr(settings, "sim_machines_dir", None)
-    host = machine_host(machine or getattr(settings, "sim_machine", machines.DEFAULT), folder=folder)
-    host = replace(host, dataless_tensor_bytes=getattr(settings, "sim_dataless_tensor_bytes", DATALESS_TENSOR_BYTES),
-                   device_data_bytes=getattr(settings, "sim_device_data_bytes", DEVICE_DATA_BYTES))
+    base = machine_host(machine or getattr(settings, "sim_machine", machines.DEFAULT), folder=folder)
+    thresholds = (getattr(settings, "sim_dataless_tensor_bytes", DATALESS_TENSOR_BYTES),
+                  getattr(settings, "sim_device_data_bytes", DEVICE_DATA_BYTES))
+    # the same host for the same profile's host (machine_host's, held here so its id stays its own) and arguments:
+    # built once, not on every submission (5 us)
+    key = (id(base), thresholds, gpus, build)
+    cached = _JOB_HOSTS.get(key)
+    if cached is not None and cached[0] is base:
+        return cached[1]
+    host = replace(base, dataless_tensor_bytes=thresholds[0], device_data_bytes=thresholds[1])
     if build is not None and build != host.build:
-        return host_for(build=build, gpus=gpus, base=host)
-    return host if gpus is None else host.with_gpus(gpus)
+        host = host_for(build=build, gpus=gpus, base=host)
+    elif gpus is not None:
+        host = host.with_gpus(gpus)
+    if len(_JOB_HOSTS) >= _MACHINE_HOSTS_MAX:
+        _JOB_HOSTS.clear()
+    _JOB_HOSTS[key] = (base, host)
+    return host
 
 
 def fits_ahead(payload: "JobPayload", host: dict | None) -> bool:

@@ -131,3 +131,48 @@ def test_simulated_cuda_128_wheel_lists_the_architectures_pytorch_builds_it_for(
     flags = runtime.entry_points()["_cuda_getArchFlags"]().split()
     assert flags == ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
     assert f"sm_{DEFAULT_HOST.capability[0]}{DEFAULT_HOST.capability[1]}" in flags  # the H100 runs natively
+
+
+def test_host_payload_is_asdicts_form_and_a_copy():
+    """payload() is built field by field (it is on every job's submission): the same dict `dataclasses.asdict`
+    gives, capability as a list, for every machine profile and build, and nothing in it shared with the host."""
+    import dataclasses
+    import json
+
+    from app.harness.contract import machine_host
+    from app.harness.machine import machines
+
+    hosts = [DEFAULT_HOST, PLAIN_CPU, host_for(build="macos-arm64"), host_for(build="cpu"), host_for(gpus=2)]
+    hosts += [machine_host(m) for m in sorted(machines.load_all())]
+    for host in hosts:
+        expected = {**dataclasses.asdict(host), "capability": list(host.capability)}
+        got = host.payload()
+        assert got == expected and json.dumps(got) == json.dumps(expected), host.machine
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+        if host.clock:
+            got["clock"]["peak_flops"]["fp32"] = 0.0
+            assert host.clock["peak_flops"]["fp32"] != 0.0 and host.payload() == expected
+
+
+def test_a_profiles_host_is_built_once_and_again_when_its_file_changes(tmp_path):
+    """machine_host and job_host keep the host they built for a profile (every graded submission asks for one),
+    and build it again from the file once it changes."""
+    import json
+
+    from app.core.config import Settings
+    from app.harness.contract import job_host, machine_host
+    from app.harness.machine import machines
+
+    data = json.loads((machines.FOLDER / "t4.json").read_text())
+    data["id"] = "kept-host-card"
+    (tmp_path / "kept-host-card.json").write_text(json.dumps(data))
+    settings = Settings(env="test", secret_key="x", sim_machines_dir=tmp_path)
+    first = machine_host("kept-host-card", folder=tmp_path)
+    assert machine_host("kept-host-card", folder=tmp_path) is first and first.multiprocessors == 40
+    on_job = job_host(settings, machine="kept-host-card", gpus=2)
+    assert job_host(settings, machine="kept-host-card", gpus=2) is on_job and on_job.gpus == 2
+    assert job_host(settings, machine="kept-host-card").gpus == first.gpus  # another argument, another host
+    data["multiprocessors"]["value"] = 4000
+    (tmp_path / "kept-host-card.json").write_text(json.dumps(data))
+    assert machine_host("kept-host-card", folder=tmp_path).multiprocessors == 4000
+    assert job_host(settings, machine="kept-host-card", gpus=2).multiprocessors == 4000
