@@ -27,7 +27,7 @@ for epoch in range(3):
         xb, yb = xb.to(device), yb.to(device)
         out = model(xb)
         err = ((out - yb) ** 2).mean() + 0 * out.sum()       # ordinary ops on marked, labelled tensors
-        loss = nn.functional.mse_loss(out, yb)                # a loss function: the chain; its result marked
+        loss = nn.functional.mse_loss(out, yb)                # a loss function: its fact; its result marked
         scaled = (loss + err) * torch.tensor(0.5)             # the mark carried; a host scalar beside the GPU
         opt.zero_grad()
         scaled.backward()
@@ -65,16 +65,18 @@ ordinary = placement.Tracer.ordinary
 RUN = PREAMBLE + r'''
 from app.harness import grade
 from app.runner.base import Job
-calls = []
+calls, losses = [], []
 def counted(self, func, name, *rest):
     out = ordinary(self, func, name, *rest)
     calls.append(out is not placement._FALL_BACK)
+    if name in placement._LOSS_FUNCTIONS and out is not placement._FALL_BACK:
+        losses.append(name)
     return out
 placement.Tracer.ordinary = counted
 payload = json.loads(json.dumps(Job(code=sys.stdin.read(), filename="main.py", mode="grade",
                                     grade={"exercise": "fused", "probe": None}).payload()))
 report, status = grade.collect(payload, {"exercise": "fused", "probe": None}, show_traceback=lambda text: None)
-print(json.dumps({"status": status, "fused": sum(calls), "report": report}, default=str))
+print(json.dumps({"status": status, "fused": sum(calls), "losses": losses, "report": report}, default=str))
 '''
 
 
@@ -125,6 +127,8 @@ def test_the_fused_path_reports_what_the_whole_chain_reports():
     fused, chain = graded("fused"), graded("chain")
     assert fused["status"] == chain["status"] == 0
     assert fused["fused"] > 200 and chain["fused"] == 0  # the path was taken, and then not at all
+    # the loss function too, its fact kept there (the report's loss_fn events, compared below)
+    assert fused["losses"] == ["mse_loss"] * 12 and len(fused["report"]["trace"]["events"]["loss_fn"]) == 12
     assert fused["report"]["outcome"]["finished"], fused["report"]["outcome"]
     _same(_timing_free(fused["report"]), _timing_free(chain["report"]))
 

@@ -62,9 +62,8 @@ LINES_KEPT = 20_000
 _NOT_ORDINARY = frozenset(_WATCHED | _SYNCS | simulation.SYNC_READS | dataless.READS | simulation.MIXING_ALLOWED
                           | simulation.RANDOM_WITH_GENERATOR | simulation.RANDOM_WITHOUT_GENERATOR
                           | {"get_device", "type"})
-# ... but a loss function, in a run whose facts nobody reads (Tracer.observing False: a `run` job, a graded run's copy
-# elsewhere), is an ordinary op whose result carries the loss mark: the whole chain did nothing more for it there
-# (~7 us of each training batch's CPU, bench/README.md)
+# ... but a loss function is an ordinary op whose result carries the loss mark, plus one fact where facts are read
+# (Tracer._loss_fact): the whole chain did nothing more for it (~7 us of each training batch's CPU, bench/README.md)
 _ORDINARY_LOSSES = frozenset(_LOSS_FUNCTIONS - (_NOT_ORDINARY - _WATCHED))  # none is read, random, a move ...
 _FALL_BACK = object()  # Tracer.ordinary: not an ordinary op, run the whole chain
 
@@ -332,7 +331,7 @@ class Tracer(Hooks, Simulation):
 
     def ordinary(self, func, name: str, args, kwargs, caller):
         """The common case of a traced call on a simulated GPU with a clock, in one function: an ordinary op (no
-        move, read, factory, random draw, collective, loss whose facts are read; autocast off or not casting it)
+        move, read, factory, random draw, collective; autocast off or not casting it; a loss function's fact kept)
         whose tensors all carry one GPU's label, apart from host scalars (0-dim), and hold values, within the job's
         memory budget. It does what on_call -> _on_clock -> simulate -> run_simulated -> _propagate -> _observe ->
         _charge do for such a call, in the same order (count, run, label and count memory, queue the kernel),
@@ -343,8 +342,6 @@ class Tracer(Hooks, Simulation):
         functions whose kind allows it (an ordinary op's name, no collective, no cast of autocast's: _func_info,
         once per function); the rest it checks here, per call."""
         if not self.simulated or CLOCK.figures is None or "device" in kwargs or "pin_memory" in kwargs:
-            return _FALL_BACK
-        if name in _LOSS_FUNCTIONS and self.observing:  # a loss function's facts: the whole chain records them
             return _FALL_BACK
         memory = self.memory
         if memory.host_bytes >= self.devices.host.device_data_bytes:  # past the budget (Memory.over_budget)
@@ -399,6 +396,8 @@ class Tracer(Hooks, Simulation):
                         t._pt_batch, t._pt_moved = batch._pt_batch, bool(batch.__dict__.get("_pt_moved"))
                     if loss and t.dim() == 0:
                         t._pt_loss = True
+            if self.observing and name in _LOSS_FUNCTIONS:  # _observe: a loss function's fact, nothing else
+                self._loss_fact(name, args, kwargs, nearest)
             if name not in NO_KERNEL:  # _charge
                 CLOCK.op(name, label, ins, outs, line)
             return out
@@ -521,13 +520,8 @@ class Tracer(Hooks, Simulation):
         frame, names = self._map(name, args, kwargs, out, move, frame)
         events, counts = self.events, self.counts
         if name in _LOSS_FUNCTIONS:
-            kept = events.get("loss_fn")
-            if kept is not None and len(kept) >= EVENTS_PER_KIND:  # past the kept ones only counted: no frame,
-                counts["loss_fn"] = counts.get("loss_fn", 0) + 1  # no names to look up
-                return
-            frame = self.learner_frame() if nearest is _UNSET else nearest
-            self.keep("loss_fn", {"fn": name, "line": self.line_of(frame),
-                                  "inputs": [self.describe(t, frame) for t in call_tensors(args, kwargs)][:3]})
+            self._loss_fact(name, args, kwargs, self.learner_frame() if nearest is _UNSET else nearest)
+            return  # no loss function moves, reads a value or is backward (_ORDINARY_LOSSES)
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
             return
         # printing a tensor gets its own kind, so a long loop of .item() calls cannot crowd it out of the report
@@ -571,6 +565,16 @@ class Tracer(Hooks, Simulation):
             src._pt_loss = True
             fact["value"] = value
         self.keep(kind, fact)
+
+    def _loss_fact(self, name, args, kwargs, nearest) -> None:
+        """A loss function's fact (_observe's, and the fused path's: Tracer.ordinary), the inputs described in
+        `nearest`, the nearest learner frame (the learner's line that called it, through their loss module or not)."""
+        kept = self.events.get("loss_fn")
+        if kept is not None and len(kept) >= EVENTS_PER_KIND:  # past the kept ones only counted: no names to look up
+            self.counts["loss_fn"] = self.counts.get("loss_fn", 0) + 1
+            return
+        self.keep("loss_fn", {"fn": name, "line": self.line_of(nearest),
+                              "inputs": [self.describe(t, nearest) for t in call_tensors(args, kwargs)][:3]})
 
     def _map(self, name, args, kwargs, out, move, frame=_UNSET) -> tuple:
         """Count the call on the placement map when it moved, synced or created a tensor on a device.
