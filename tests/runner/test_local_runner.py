@@ -228,3 +228,45 @@ def test_a_killed_servers_staging_directory_is_removed_by_the_next_server(narrow
         for d in (stale, live, old_style):
             if os.path.isdir(d):
                 os.rmdir(d)
+
+
+def test_server_frames_are_dispatched_as_their_bytes_arrive_in_order_and_refused_past_the_cap():
+    """The runner's end of the fork server's socket (ServerFrames) hands each frame over as its last byte comes,
+    frames split across reads or sharing one in order, an attachment as bytes; a frame over MAX_FRAME ends it with
+    the reader's ValueError and nothing after it is dispatched."""
+    import socket
+
+    from app.runner.local import ServerFrames
+    from app.sandbox import protocol
+
+    async def scenario() -> tuple[list[dict], BaseException | None]:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        got: list[dict] = []
+        reader = ServerFrames(got.append, limit=protocol.MAX_FRAME, loop=loop)
+        transport, _ = await loop.create_unix_connection(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), sock=ours)
+        ended = asyncio.ensure_future(reader.read())
+        first = protocol.encode({"op": "out", "n": 1})
+        both = protocol.encode({"op": "out", "n": 2}) + protocol.encode({"op": "done", "n": 3}, b'{"report": 1}')
+        for piece in (first[:3], first[3:], both):
+            theirs.sendall(piece)
+            await asyncio.sleep(0.01)
+        for _ in range(500):  # the last read may come a little later on a loaded machine
+            if len(got) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert [m["n"] for m in got] == [1, 2, 3] and got[2][protocol.ATTACHMENT] == b'{"report": 1}'
+        theirs.sendall(protocol.HEADER.pack(protocol.MAX_FRAME + 1) + protocol.encode({"op": "out", "n": 4}))
+        try:
+            await asyncio.wait_for(ended, 5)
+            error = None
+        except ValueError as exc:
+            error = exc
+        transport.close()
+        theirs.close()
+        return got, error
+
+    got, error = asyncio.run(scenario())
+    assert [m["n"] for m in got] == [1, 2, 3]
+    assert error is not None and "exceeds" in str(error)
