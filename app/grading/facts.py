@@ -3,8 +3,9 @@
 The report is the JSON the placement harness wrote from inside the sandbox (app/harness/grade.py; its shape is
 `Report` in app/harness/contract.py):
 `outcome` (how the learner's file ended), `trace` (events by kind: mismatch, move, forward, host_input,
-host_read, tensor_print, backward, step, loss_fn, module_move, batch, numpy_on_accelerator), `probe` (the exercise
-probe's answers), `tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
+host_read, tensor_print, backward, step, loss_fn, module_move, numpy_on_accelerator and the distributed ones; `counts`
+per kind, batches and device queries among them, which are only counted), `probe` (the exercise probe's answers),
+`tampered` (torch functions the learner's code replaced), `device` and `accelerator`.
 """
 
 from __future__ import annotations

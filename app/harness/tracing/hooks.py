@@ -100,7 +100,7 @@ class Hooks:
                 checks_usable = _api != "torch.accelerator.current_accelerator" or kwargs.get(
                     "check_available", args[0] if args else False)
                 if caller.f_code.co_filename == tracer.learner_file and checks_usable:
-                    tracer.record("device_query", line=caller.f_lineno, api=_api, answer=repr(answer)[:40])
+                    tracer.count_only("device_query")  # its count is read (first_placement, picks_device)
                 return answer
             setattr(module, name, asked)
 
@@ -129,7 +129,7 @@ class Hooks:
             for t in tensors_in(batch):
                 t._pt_batch, t._pt_moved = index, False
             if tracer.observing:
-                tracer.record("batch", index=index, devices=sorted({tracer.device_of(t) for t in tensors_in(batch)}))
+                tracer.count_only("batch")  # its count is read (training-loop's batch_on_device)
             return batch
         dataloader._BaseDataLoaderIter.__next__ = __next__
 
@@ -217,7 +217,7 @@ class Hooks:
                 "shape": list(tensors[0].shape) if tensors else None}  # samples per step (fits-on-one-gpu)
         self.keep("forward", fact)
         if host:
-            self.keep("host_input", {k: v for k, v in fact.items() if k != "n" and k != "kind"})
+            self.keep("host_input", {k: v for k, v in fact.items() if k != "n"})
 
     def _step_pre_hook(self, optimizer, args, kwargs):
         if not self.keeping("step"):  # past the kept ones only counted: no gradients to look at

