@@ -172,10 +172,12 @@ class Hooks:
         """Put a module's move on the placement map when its parameters changed device."""
         if not after or set(after) == before:
             return
-        params = list(module.parameters())
+        # the bytes' numel() and element_size() are the tracer's calls, not the program's: through the mode each was
+        # a traced op (~10 us) and showed in the report's ops on the learner's line as if the learner had called it
+        with torch._C.DisableTorchFunction():
+            nbytes = sum(p.numel() * p.element_size() for p in module.parameters())
         self.lines.note(frame.f_lineno, "to_host" if after[0].startswith("cpu") else "to_device", after[0],
-                        names=self.names_in(frame, module), module=type(module).__name__,
-                        nbytes=sum(p.numel() * p.element_size() for p in params), op="to")
+                        names=self.names_in(frame, module), module=type(module).__name__, nbytes=nbytes, op="to")
 
     # ---------------------------------------------------------------- module and optimizer hooks
     def _forward_pre_hook(self, module, inputs):
