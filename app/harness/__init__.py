@@ -63,9 +63,9 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
         elsewhere.fork_spare(lambda: session.ahead(host), grade.serve_spare)
     if warm is not None:  # both warm-ups or neither: the pool leaves them out when the sandbox is busy
         warm()
-        session.warm_simulation(host)
+        session.warm_simulation(host, keep=grade.keep_warm_report)
     session.ahead(host)
-    session.warm_report()
+    grade.warm_report()
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:

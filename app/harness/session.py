@@ -11,7 +11,6 @@ starts the clock again; nothing is undone: a job for another machine goes to a c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import torch
@@ -76,11 +75,12 @@ def _no_lazy_init() -> None:
     """torch.cuda._lazy_init while warm_simulation's moves run: CUDA stays uninitialised for the job."""
 
 
-def warm_simulation(host: dict) -> None:
+def warm_simulation(host: dict, keep=None) -> None:
     """In a waiting sandbox child, before it builds its session ahead: one step of a small training loop through a
     throwaway tracer on `host`'s simulated GPU, as a learner's file (the mode's fused path, labels, the memory model
     and its allocator, the modeled clock, backward, an optimizer step and its hooks, a host read, the facts a graded
-    run gathers and its report), then everything it touched put back.
+    run gathers and its report), then everything it touched put back. keep(tracer), where given, is called with the
+    throwaway tracer once the step ran (grade.keep_warm_report: what a graded job does after its run).
 
     The child shares the fork server's memory until it writes to it, and the simulation's code and objects are
     written to (reference counts, Python's specialised bytecode) only once a program runs through them: a
@@ -119,7 +119,8 @@ def warm_simulation(host: dict) -> None:
                 exec(compile(_WARM_UP_STEP, tracer.learner_file, "exec"), program)
         finally:
             torch.cuda._lazy_init = lazy_init
-        _keep_warm_report(tracer)
+        if keep is not None:
+            keep(tracer)
         del model, optimizer, xb, program, p
     except Exception:  # the job's first steps are only slower (the finally puts back what it touched)
         pass
@@ -129,40 +130,6 @@ def warm_simulation(host: dict) -> None:
         gc.collect()  # every tensor it labelled is gone (and counted off its own memory) before the job's clock
         CLOCK.configure(None)
         torch.set_rng_state(state)
-
-
-# copies of the warm-up's facts and drawn events warm_report encodes: about the size of training-loop's report
-# (51 KB; the warm-up's one step makes ~1.3 KB of facts and ~20 drawn events)
-WARM_REPORT_COPIES = 40
-_WARM_REPORT: dict | None = None  # the warm-up's facts and drawing (_keep_warm_report), for warm_report
-
-
-def _keep_warm_report(tracer: placement.Tracer) -> None:
-    """What a graded job does after the learner's run, once through the warm-up's facts: its report and the
-    timeline drawn (CLOCK.timeline), kept as a report of about a real one's size for warm_report."""
-    global _WARM_REPORT
-    from app.harness import grade  # grade imports this module
-
-    trace, drawn = tracer.report(), CLOCK.timeline(grade.VERDICT_EVENTS)
-    trace["events"] = {kind: facts * WARM_REPORT_COPIES for kind, facts in trace["events"].items()}
-    drawn["events"] = drawn.get("events", []) * WARM_REPORT_COPIES
-    _WARM_REPORT = {"nonce": "", "trace": trace, "timeline": drawn}
-
-
-def warm_report() -> None:
-    """In a waiting child, last: encode the warm-up's report as a graded job encodes its own (grade.encode_report).
-    The job's first encoding cost ~0.4 ms more than a second one, Python's memory pools and their pages first
-    written to there (training-loop: 0.83-0.88 ms in a forked job against 0.45-0.48 after an encoding of a report
-    that size in its waiting child, thread_time, medians of 10-12); a small report's encoding did not help, nor one
-    made before the session is built ahead (which takes the memory it freed)."""
-    global _WARM_REPORT
-    from app.harness import grade
-
-    if _WARM_REPORT is not None:
-        # a report's own objects, each made anew as a run makes its facts (the copies share theirs), then encoded
-        report = json.loads(grade.encode_report(_WARM_REPORT))
-        _WARM_REPORT = None
-        grade.encode_report(report)
 
 
 def ahead(host: dict) -> None:
