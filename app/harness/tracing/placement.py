@@ -58,13 +58,13 @@ _UNSET = object()  # a frame not looked up yet
 # (code object, instruction) -> line entries remembered at most (Tracer.line_of); a file's call sites are far fewer
 LINES_KEPT = 20_000
 # calls the fused path of an ordinary op (Tracer.ordinary) leaves to the whole chain: each is answered, checked,
-# recorded or run differently by some step of it (simulate, run_simulated, _observe, _map)
-_NOT_ORDINARY = frozenset(_WATCHED | _SYNCS | simulation.SYNC_READS | dataless.READS | simulation.MIXING_ALLOWED
-                          | simulation.RANDOM_WITH_GENERATOR | simulation.RANDOM_WITHOUT_GENERATOR
-                          | {"get_device", "type"})
-# ... but a loss function is an ordinary op whose result carries the loss mark, plus one fact where facts are read
-# (Tracer._loss_fact): the whole chain did nothing more for it (~7 us of each training batch's CPU, bench/README.md)
-_ORDINARY_LOSSES = frozenset(_LOSS_FUNCTIONS - (_NOT_ORDINARY - _WATCHED))  # none is read, random, a move ...
+# recorded or run differently by some step of it (simulate, run_simulated, _observe, _map). A loss function is
+# watched only for its fact, which the fused path keeps too (Tracer._loss_fact), and its result's loss mark: it
+# stays out only where another set holds it (none does: no loss function is read, random or a move). The whole
+# chain did nothing more for it (~7 us of each training batch's CPU, bench/README.md)
+_NOT_ORDINARY = frozenset((_WATCHED - _LOSS_FUNCTIONS) | _SYNCS | simulation.SYNC_READS | dataless.READS
+                          | simulation.MIXING_ALLOWED | simulation.RANDOM_WITH_GENERATOR
+                          | simulation.RANDOM_WITHOUT_GENERATOR | {"get_device", "type"})
 _FALL_BACK = object()  # Tracer.ordinary: not an ordinary op, run the whole chain
 
 
@@ -339,11 +339,10 @@ class Tracer(Hooks, Simulation):
         memory budget. It does what on_call -> _on_clock -> simulate -> run_simulated -> _propagate -> _observe ->
         _charge do for such a call, in the same order (count, run, label and count memory, queue the kernel),
         without each step asking again what kind of call it is (~3 us of each such op's CPU, bench/README.md).
-        Anything else returns
-        _FALL_BACK before it has done anything, and the whole chain runs (tests/harness/test_fused_path.py holds
-        the two to the same report). `caller`: the frame that made the torch call. The mode hands it only the
-        functions whose kind allows it (an ordinary op's name, no collective, no cast of autocast's: _func_info,
-        once per function); the rest it checks here, per call."""
+        Anything else returns _FALL_BACK before it has done anything, and the whole chain runs
+        (tests/harness/test_fused_path.py holds the two to the same report). `caller`: the frame that made the torch
+        call. The mode hands it only the functions whose kind allows it (an ordinary op's name, no collective, no cast
+        of autocast's: _func_info, once per function); the rest it checks here, per call."""
         if not self.simulated or CLOCK.figures is None or "device" in kwargs or "pin_memory" in kwargs:
             return _FALL_BACK
         memory = self.memory
@@ -524,7 +523,7 @@ class Tracer(Hooks, Simulation):
         events, counts = self.events, self.counts
         if name in _LOSS_FUNCTIONS:
             self._loss_fact(name, args, kwargs, self.learner_frame() if nearest is _UNSET else nearest)
-            return  # no loss function moves, reads a value or is backward (_ORDINARY_LOSSES)
+            return  # no loss function moves, reads a value or is backward (_NOT_ORDINARY)
         if name not in _HOST_READS and name not in _MOVES and name != "backward":
             return
         # printing a tensor gets its own kind, so a long loop of .item() calls cannot crowd it out of the report
@@ -707,8 +706,7 @@ def _func_info(func) -> tuple:
         if type(descriptor).__name__ == "getset_descriptor":
             prop = descriptor.__name__ if descriptor.__name__ in _LABELLED_PROPERTIES else _UNLABELLED
     module = getattr(func, "__module__", "")
-    ordinary = (name not in _NOT_ORDINARY or name in _ORDINARY_LOSSES) and type(module) is str \
-        and not module.startswith("torch.distributed")
+    ordinary = name not in _NOT_ORDINARY and type(module) is str and not module.startswith("torch.distributed")
     info = (name, prop, name in _WATCHED, ordinary, name in autocast.WATCHED)
     if len(_FUNCS) < FUNCS_KEPT:
         try:
