@@ -13,7 +13,10 @@ For each request it forks the child (child.py) at once and answers with its pid;
 passes each one's fate on to the server, which finishes the job exactly as before. As root, that child is the job
 process itself, pid 1 of a fresh pid namespace: the zygote unshares one right before the fork and then rejoins
 its own (setns: a process may always return to its own pid namespace), so torch's page tables are copied once
-per job, and the zygote reaps the job process itself. The server does not wait for the answer: the fork copies
+per job, and the zygote reaps the job process itself. It returns after a failed fork too; if the kernel ever
+refused the return (as root, only for want of memory), the zygote answers that request with the error and
+exits (Stranded), and the server stops so that the runner starts a fresh one: a zygote left outside its own
+namespace could fork no job correctly again. The server does not wait for the answer: the fork copies
 the page tables of torch's heap (milliseconds, tens of them on a loaded host), and meanwhile the server goes on
 reading its jobs' pipes and sending their results. Answers come in the order of the requests (the zygote handles
 one at a time), and a child's pid always comes before its fate:
@@ -44,6 +47,8 @@ from app.sandbox.startup import freeze_heap, log
 REQUEST_MAX = 1 << 16
 # pipe ends attached to one request: stdout, stderr, payload, report, status
 FDS_PER_CHILD = 5
+# the zygote's exit status when it could not return to its own pid namespace (Stranded); the server logs it
+STRANDED_EXIT = 3
 
 
 class Zygote:
@@ -109,6 +114,7 @@ class Zygote:
 def _serve(ctx, sock: socket.socket) -> None:
     """The zygote's whole life: fork a child per request, report each child's fate, until the server closes the
     socket. Never returns."""
+    code = 0
     try:
         isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the server
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -134,11 +140,12 @@ def _serve(ctx, sock: socket.socket) -> None:
                 else:
                     _drain(wake_r)
             _report_exits(sock)
+    except SystemExit as exc:  # the server closed its socket (0), or the zygote is Stranded
+        code = exc.code if isinstance(exc.code, int) else 0
     except BaseException:  # noqa: BLE001 - say why on the server's log, then go: the server notices at once
-        if not isinstance(sys.exc_info()[1], SystemExit):
-            traceback.print_exc()
+        traceback.print_exc()
     finally:
-        os._exit(0)
+        os._exit(code)
 
 
 def _drain(fd: int) -> None:
@@ -163,29 +170,41 @@ def _report_exits(sock: socket.socket) -> None:
 
 
 def _answer(ctx, sock: socket.socket, own_pid_ns: int) -> None:
-    """Take one request and answer it with the new child's pid."""
+    """Take one request and answer it with the new child's pid; exit after answering if the zygote is Stranded."""
     data, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX, FDS_PER_CHILD)
     if not data:
         raise SystemExit(0)  # the server closed its end
+    stranded = None
     try:
         request = json.loads(data)
         if len(fds) != FDS_PER_CHILD:
             raise ValueError(f"{len(fds)} pipe ends came with the request, not {FDS_PER_CHILD}")
         reply = {"pid": _fork(ctx, request, fds, own_pid_ns)}
-    except Exception as exc:  # noqa: BLE001 - one bad request is refused; the zygote goes on
+    except Exception as exc:  # noqa: BLE001 - one bad request is refused; the zygote goes on unless Stranded
         log(f"zygote: could not fork a child: {exc}")
         reply = {"error": f"{type(exc).__name__}: {exc}"}
+        stranded = exc if isinstance(exc, Stranded) else None
     finally:
         for fd in fds:
             os.close(fd)
     sock.send(json.dumps(reply).encode())
+    if stranded is not None:  # the server sees the zygote exit and stops; the runner starts a fresh server
+        raise SystemExit(STRANDED_EXIT)
+
+
+class Stranded(OSError):
+    """The zygote could not return to its own pid namespace after unsharing one for a child: every later
+    unshare(CLONE_NEWPID) would fail (EINVAL: pid_for_children is no longer its own), and a child forked without one
+    would land in the last job's namespace, so the zygote answers this request with the error and exits."""
 
 
 def _fork(ctx, request: dict, fds: list[int], own_pid_ns: int) -> int:
     """Fork the child of this request (as root, into a pid namespace of its own); return its pid.
 
-    own_pid_ns: a descriptor of the zygote's pid namespace, to return to after the fork. Until it has, its next
-    unshare(CLONE_NEWPID) would fail, so a failed fork returns too."""
+    own_pid_ns: a descriptor of the zygote's pid namespace, to return to after the fork, whether it worked or not
+    (a failed first fork into a new pid namespace also leaves that namespace unable to take any process). If the
+    return fails, raise Stranded, with the child (if any) killed: it would be killed anyway when the zygote exits
+    (its PDEATHSIG)."""
     from app.sandbox import child as childmod
 
     sys.stdout.flush()
@@ -197,10 +216,24 @@ def _fork(ctx, request: dict, fds: list[int], own_pid_ns: int) -> int:
         pid = os.fork()
     except BaseException:
         if new_ns:
-            isolation.setns(own_pid_ns, isolation.CLONE_NEWPID)
+            _return_to(own_pid_ns, None)
         raise
     if pid == 0:
-        childmod.start_child(ctx, request, fds, Limits)  # never returns
+        try:
+            childmod.start_child(ctx, request, fds, Limits)  # never returns
+        finally:  # not even by an exception: a second process must never serve the zygote's socket
+            os._exit(childmod.SETUP_FAILED)
     if new_ns:
-        isolation.setns(own_pid_ns, isolation.CLONE_NEWPID)
+        _return_to(own_pid_ns, pid)
     return pid
+
+
+def _return_to(own_pid_ns: int, child: int | None) -> None:
+    """setns back to the zygote's own pid namespace; raise Stranded (the child killed) if the kernel refuses."""
+    try:
+        isolation.setns(own_pid_ns, isolation.CLONE_NEWPID)
+    except OSError as exc:
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+        raise Stranded(exc.errno, f"the zygote could not return to its own pid namespace ({exc}); it exits, "
+                                  "and the sandbox server restarts with a fresh one") from exc

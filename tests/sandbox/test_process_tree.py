@@ -3,6 +3,7 @@ zygote forks each next one from its own pid namespace again."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -116,3 +117,40 @@ def test_a_child_knows_its_zygote_is_gone_though_its_parent_reads_as_pid_0():
         assert _parent_gone(ctx)
     finally:
         os.close(ctx.parent_pidfd)
+
+
+@contextlib.contextmanager
+def forks_refused(pid: int):
+    """Hold pid alone in a cgroup v1 pids group at pids.max 1, so that the kernel refuses its next fork (EAGAIN);
+    then put it back in its own group."""
+    mount = Path("/sys/fs/cgroup/pids")
+    own = next(line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+               if line.split(":", 2)[1] == "pids")
+    group = mount / own.lstrip("/") / f"refuse-forks-{pid}"
+    group.mkdir()
+    try:
+        (group / "pids.max").write_text("1")
+        (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        (mount / own.lstrip("/") / "cgroup.procs").write_text(str(pid))
+        group.rmdir()
+
+
+def test_a_fork_the_kernel_refuses_fails_that_job_and_the_same_zygote_forks_the_next_into_a_namespace_of_its_own(
+        tmp_path):
+    """The zygote unshares a pid namespace for the child, then the fork fails: it returns to its own namespace
+    (else every later unshare(CLONE_NEWPID) fails) and goes on. A real refusal: the kernel's pids controller."""
+    if os.getuid() != 0 or not Path("/sys/fs/cgroup/pids/cgroup.procs").exists():
+        pytest.skip("as root with cgroup v1's pids controller only")
+    with BlockingRunner(make_settings(tmp_path, sandbox_prefork=0)) as runner:  # each job's child forked for it
+        assert runner.run_code("print(1)").status == "ok"
+        (zygote,) = children(runner.runner.server_pid)
+        with forks_refused(zygote):
+            refused = runner.run_code("print(1)")
+        assert refused.status == "error", refused
+        assert "zygote could not fork a child" in refused.message, refused
+        r = runner.run_code("import os\nprint(os.getpid())")
+        assert (r.status, r.stdout) == ("ok", "1\n"), r
+        assert children(runner.runner.server_pid) == [zygote]  # the same zygote, not a restarted server's
+        assert for_children(zygote) == os.readlink(f"/proc/{zygote}/ns/pid")
