@@ -42,9 +42,21 @@ dist.destroy_process_group()
 
 # the same training on one GPU (`course run FILE`) or split over the ranks torchrun starts (`--nproc 2`): the
 # global batch stays the same, each rank takes its share, DDP all-reduces the gradients. Two models: a small one
-# (1,089 parameters, a batch of 64) and a larger one (2.1 M parameters, a batch of 2048)
+# (1,089 parameters, a batch of 64) and a larger one (2.1 M parameters, a batch of 2048).
+# A step's figure is the least of BLOCKS blocks of three steps, not one block: the modeled clock counts the host's CPU
+# time (thread_time, not a wall clock) between two device calls when it passes GAP_FLOOR_S (1 ms), in full, and in
+# each step torch.optim.SGD spends 0.3-0.5 ms of it before its _foreach_add_ (41 traced calls that launch nothing;
+# untraced, the whole step is 17 us, so nearly all of it is the tracer's own bookkeeping, which the floor is there to
+# hide). Beside memory-streaming loops those same instructions took 1.15 and 1.82 ms of CPU time (cache misses cost
+# cycles; this kernel also charges interrupts to the running thread), so a block may carry a millisecond or more of
+# host time: one-GPU "large" blocks of 0.83, 1.33 and 2.10 ms were seen (ratio up to 5.4), and two ranks whose blocks
+# differ. Host time only ever adds to a block (a rank that waits for a late one waits in its next block), so the least
+# block is the model's own figure, as timeit takes the least of its repeats; two of five blocks were inflated at most
+# in these runs, and an unloaded run's least block is the single block's figure it replaced (small 0.0985 and 0.0997
+# ms, large 0.659 and 0.388 ms)
 DDP_STEPS = r"""
 import json, os, time, torch, torch.distributed as dist
+BLOCKS = 5
 from torch import nn
 ranks = int(os.environ.get("WORLD_SIZE", "1"))
 rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -68,12 +80,15 @@ for name, width, depth, batch in (("small", 32, 1, 64), ("large", 1024, 2, 2048)
         opt.step()
     for _ in range(2):  # DDP buckets its gradients from the second iteration on
         step()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    out[name] = (time.perf_counter() - t) * 1e3 / 3
+    blocks = []
+    for _ in range(BLOCKS):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        blocks.append((time.perf_counter() - t) * 1e3 / 3)
+    out[name] = min(blocks)
 print(json.dumps(out))
 if ranks > 1:
     dist.destroy_process_group()
@@ -123,7 +138,11 @@ def test_an_all_reduce_of_two_ranks_costs_a_rings_time_and_meets_the_slowest_ran
 def test_two_gpus_do_not_double_a_small_models_speed_and_come_closer_for_a_larger_one(tmp_path: Path):
     one = per_rank(tmp_path, DDP_STEPS)[0]
     two = per_rank(tmp_path, DDP_STEPS, "--nproc", "2")
-    assert two[0] == {**two[1], "rank": 0}  # the ranks met at every all-reduce: the same step times
+    # the ranks met at every all-reduce: the same step times, to 10 ns, far below a kernel's 2.5 us floor (a block's
+    # figure is the difference of two readings of seconds since boot plus modeled time: doubles that put 2.4e-9 ms
+    # of rounding into it at 15 hours of uptime, 64 times as much after a month, and the least of five blocks may be
+    # another block on each rank)
+    assert all(abs(two[0][k] - two[1][k]) <= 1e-5 for k in ("small", "large")), two
     # A step of the small model is a dozen kernels at their 2.5 us floor, launched by a host that spends 5-20
     # us on each (eager PyTorch): it is launch-bound, so half the batch per GPU does not shorten it, and DDP's
     # all-reduce (4.4 KB: NCCL's latency, 8-15 us) comes on top. Two GPUs give at most 1.1x, never 2x
