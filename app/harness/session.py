@@ -132,6 +132,13 @@ def warm_simulation(host: dict, keep=None) -> None:
         torch.set_rng_state(state)
 
 
+def warm_first_placement() -> None:
+    """In a waiting sandbox child, once its session is built ahead: rehearse torch's CUDA initialisation on that
+    session and undo it (CudaRuntime.rehearse_init), so the job's first placement runs warm code."""
+    if _AHEAD is not None and _AHEAD[1].simulated:
+        _AHEAD[1].availability.runtime.rehearse_init()
+
+
 def ahead(host: dict) -> None:
     """Build the session of a one-process job on `host` now, before the job is known (a pre-forked child, after
     it isolated itself: the job's own environment, root and uid). prepare() takes it over for a job that
