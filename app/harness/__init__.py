@@ -67,6 +67,7 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
         session.warm_simulation(host, keep=grade.keep_warm_report)
     session.ahead(host)
     if warm is not None:
+        session.warm_seeding()
         session.warm_first_placement()
     grade.warm_report()
 
