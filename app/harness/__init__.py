@@ -56,7 +56,8 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
     is busy: PreforkPool.refill says why). spare: first fork the process that runs a graded job's first copy elsewhere,
     which builds the session ahead for itself but warms nothing (elsewhere.fork_spare): its copy runs beside the
     graded run and is done long before it, so warming it would only move the copy's page faults ahead, at the price
-    of the warm-up loop."""
+    of the warm-up loop. With the warm-ups, the session built ahead then rehearses torch's CUDA initialisation and
+    undoes it (session.warm_first_placement): the job's first placement runs warm code."""
     from app.harness import elsewhere, grade, session
 
     if spare:  # before this process warms its pages: those stay its own, not shared with the spare
@@ -65,6 +66,9 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
         warm()
         session.warm_simulation(host, keep=grade.keep_warm_report)
     session.ahead(host)
+    if warm is not None:
+        session.warm_seeding()
+        session.warm_first_placement()
     grade.warm_report()
 
 

@@ -18,8 +18,10 @@ no pages: its copy is done long before the graded run, so that would only cost C
 prepare_ahead). A graded job that has one hands it the program instead of forking (start), so the graded run pays
 neither the fork (~2-3 ms: the page tables of a 230 MB process) nor the copy-on-write faults of the pages it
 would share with a copy forked from it (~1,500 more during training-loop's run, ~3 ms): the spare shares with it
-only what both still share with the fork server. Any other job kills it unused (drop_spare). The fork server gives
-a spare to one waiting child only (app/sandbox/pools.py), the one it hands graded jobs with copies to.
+only what both still share with the fork server. The spare is a batch thread (SPARE_POLICY): handing it the
+program wakes it, and that wake-up must not take the graded run's core. Any other job kills it unused (drop_spare).
+The fork server gives a spare to one waiting child only (app/sandbox/pools.py), the one it hands graded jobs with
+copies to.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ from app.harness.machine.clock import REAL_MONOTONIC
 
 # seconds a child may still run after the graded run is done (the sandbox's wall limit stops everything anyway)
 ELSEWHERE_BUDGET_S = 5.0
+# The spare's scheduling policy. A SCHED_BATCH thread's wake-up never preempts the running thread (sched(7); Linux's
+# check_preempt_wakeup_fair returns early for it), with the same share of the CPU as a normal one. The graded run
+# wakes its spare by writing the program on a pipe, a "sync" wake-up that may queue the spare on the graded run's own
+# core (kernel/sched/fair.c, wake_affine_idle): a normal spare then preempted the graded run there, 2-4 ms off its
+# core before it came back (a tick is 4 ms at HZ=250), in 12 of 20 graded training-loop jobs at load average 4
+# (bench/README.md, "The spare's wake-up"). A batch spare waits for the other core, or for the graded run's slice.
+SPARE_POLICY = os.SCHED_BATCH
 END = b"\n"  # ends a child's reply: json.dumps writes no newline of its own
 
 
@@ -193,6 +202,10 @@ def _spare(command_fd: int, write_fd: int, prepare, serve) -> None:
     status = 0
     try:
         _silence()
+        try:
+            os.sched_setscheduler(0, SPARE_POLICY, os.sched_param(0))
+        except OSError:  # a host that refuses it: the spare still runs, as a normal thread
+            pass
         prepare()
         chunks = []
         while chunk := os.read(command_fd, 1 << 16):

@@ -132,6 +132,37 @@ def warm_simulation(host: dict, keep=None) -> None:
         torch.set_rng_state(state)
 
 
+# the modules whose seeding torch.manual_seed queues until they initialise (torch/random.py: _manual_seed_impl)
+_SEEDED_LATER = (torch.cuda, torch.xpu, torch.mtia)
+
+
+def warm_seeding() -> None:
+    """In a waiting sandbox child, once its session is built ahead: seed as the learner's torch.manual_seed will,
+    then put back what it set. CUDA's, XPU's and MTIA's seeding waits in their queues until they initialise, each
+    queued with traceback.format_stack() (startup.warm_up says why); run cold in a job, torch.manual_seed cost
+    ~0.7 ms more CPU than a second call (a real sandbox job, thread_time, 0.72 vs 0.22 ms, medians of 12,
+    2026-12-05): first runs of that code. Put back: the host generator's state (its seed with it) and each queue's
+    entries. Skipped where one of them initialised, or the host has the Mac's GPU (whose generator it would seed)."""
+    if torch._C._has_mps or any(module.is_initialized() for module in _SEEDED_LATER):
+        return
+    queued = [dict(vars(module._lazy_seed_tracker)) for module in _SEEDED_LATER]
+    state = torch.get_rng_state()
+    try:
+        torch.manual_seed(0)
+    finally:
+        for module, saved in zip(_SEEDED_LATER, queued):
+            vars(module._lazy_seed_tracker).clear()
+            vars(module._lazy_seed_tracker).update(saved)
+        torch.set_rng_state(state)
+
+
+def warm_first_placement() -> None:
+    """In a waiting sandbox child, once its session is built ahead: rehearse torch's CUDA initialisation on that
+    session and undo it (CudaRuntime.rehearse_init), so the job's first placement runs warm code."""
+    if _AHEAD is not None and _AHEAD[1].simulated:
+        _AHEAD[1].availability.runtime.rehearse_init()
+
+
 def ahead(host: dict) -> None:
     """Build the session of a one-process job on `host` now, before the job is known (a pre-forked child, after
     it isolated itself: the job's own environment, root and uid). prepare() takes it over for a job that

@@ -45,6 +45,9 @@ from dataclasses import dataclass, field
 from app.sandbox import isolation, nodes, startup
 from app.sandbox import warm as warmmod
 
+# the app package's directory: a job's root hides its files (the fork server's modules, the harness's)
+APP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
 # the same numbers as app/harness/channel.py (a test holds them equal; importing the harness here would
 # import torch before the server has made it single-threaded)
 PAYLOAD_FD, REPORT_FD, STATUS_FD = 3, 4, 5
@@ -93,6 +96,7 @@ class Context:
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
     parent_pidfd: int | None = None  # the zygote's pidfd, readable once it exited: its children's parent (zygote.py)
     warm_ahead: bool = True  # per request: a child that builds a session ahead warms its pages first (spawn)
+    sources: tuple[str, ...] = ()  # the app package's module files, which the job's root hides (startup.py)
 
 
 @dataclass
@@ -351,6 +355,8 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
                 isolation.own_proc()  # CUDA's cuInit fails in a pid namespace that /proc does not show
             warmmod.warm_up(warm)
         machine, machines = _isolate(ctx, limits, slot, warm, net)
+        if ctx.isolate:
+            startup.forget_hidden_sources(ctx.sources)
         if machine is not None:  # a machine keeper: it serves the launcher, never runs the job
             nodes.serve(machines[machine], ctx.harness.start_rank, (PAYLOAD_FD, REPORT_FD, STATUS_FD))
         if ahead:

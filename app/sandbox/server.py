@@ -126,6 +126,7 @@ class ForkServer(JobQueue):
             seccomp_net_every_thread=isolation.seccomp_filter(every_thread=True, network=True) if seccomp_ok else None,
             gpu_plan=isolation.with_files(plan, gpus.driver_libraries()) if gpu_slots else None,
             harness=harness, pids_cgroup=bool(self.cgroups and "pids" in self.cgroups.controllers),
+            sources=startup.project_sources(childmod.APP_DIR),
         )
         # now, before any job: the zygote's heap is this process's as it is here, holding no job's data
         self.zygote = Zygote.start(self.ctx)

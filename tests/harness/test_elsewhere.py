@@ -94,3 +94,18 @@ def test_a_job_without_copies_stops_the_spare_and_a_job_without_a_spare_forks_it
     copies.start([LAPTOP], lambda host: {"finished": True, "exception": None},
                  {"code": "x = 1", "filename": "main.py", "host": None})
     assert copies.collect()[0]["completed"]
+
+
+def test_the_spare_runs_its_copy_as_a_batch_thread_and_the_graded_run_keeps_its_policy():
+    # a batch thread's wake-up does not preempt the graded run when the program is handed over (SPARE_POLICY)
+    def serve(command, host):
+        batch = os.sched_getscheduler(0) == os.SCHED_BATCH
+        return {"finished": batch, "exception": None if batch else {"type": "Policy", "line": 1, "message": "normal"}}
+
+    elsewhere.fork_spare(lambda: None, serve)
+    copies = elsewhere.Elsewhere()
+    copies.start([LAPTOP], lambda host: {"finished": False, "exception": None},
+                 {"code": "x = 1", "filename": "main.py", "host": None})
+    assert copies.collect()[0] == {"machine": "cpu", "title": "A CPU-only laptop", "finished": True,
+                                   "exception": None, "completed": True}
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER

@@ -311,3 +311,68 @@ def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(a
                         report["timeline"]["kernels"], report["timeline"]["gpu_busy_ms"]))
     assert reports[0] == reports[1] == reports[2]
     assert reports[0][1] == {"device": "cuda:0", "acc": "cuda:0"}
+
+
+FIRST_PLACEMENT = """\
+import json, os, sys, warnings
+from dataclasses import replace
+import torch
+from app.harness import session
+from app.harness.contract import DEFAULT_HOST
+from app.harness.machine import cuda_runtime
+host = json.loads(json.dumps(replace(DEFAULT_HOST.with_gpus(2), capability=tuple(json.loads(sys.argv[1]))).payload()))
+torch.default_generator.manual_seed(11)  # the host's alone (each process starts from its own random state)
+session.ahead(host)
+if sys.argv[2] == "rehearse":
+    session.warm_seeding()
+    session.warm_first_placement()
+job = session.prepare({"code": "", "host": host, "nproc": 1}, "learner.py", grading=False)
+before = {"initialized": torch.cuda.is_initialized(), "generators": len(torch.cuda.default_generators),
+          "properties": "_get_device_properties" in vars(torch.cuda), "poisoned": len(cuda_runtime._POISONED),
+          "queued": [getattr(c, "__name__", "?") for c, _ in torch.cuda._queued_calls],
+          "visible": job.devices.visible, "warnings_module": torch.cuda.warnings is warnings,
+          "seed_queues": [vars(m._lazy_seed_tracker) == {"manual_seed_all_cb": None, "manual_seed_cb": None,
+                          "call_order": []} for m in (torch.cuda, torch.xpu, torch.mtia)],
+          "host_seed": torch.initial_seed(), "host_draw": torch.rand(2).tolist()}
+if sys.argv[3] == "seeded":
+    torch.manual_seed(3)  # queued until the first placement
+os.environ["CUDA_VISIBLE_DEVICES"] = "1"  # read at the first placement, not before
+with warnings.catch_warnings(record=True) as shown:
+    warnings.simplefilter("default")
+    x = torch.ones(2, device="cuda")
+pid = os.fork()
+if pid == 0:
+    os._exit(3 if torch.cuda._is_in_bad_fork() else 4)
+forked = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps({**before, "count": torch.cuda.device_count(), "name": torch.cuda.get_device_name(0),
+                  "capability": list(torch.cuda.get_device_capability(0)), "draw": torch.rand(2).tolist(),
+                  "cuda_draw": torch.cuda.default_generators[0].initial_seed(), "generators_after":
+                  len(torch.cuda.default_generators), "seed": torch.cuda.initial_seed(), "warnings": [
+                  str(w.message).strip() for w in shown], "bad_fork_child": forked, "device": str(x.device)}))
+"""
+
+
+@pytest.mark.parametrize(("capability", "seeded"), [([9, 0], "seeded"), ([6, 0], "not seeded")],
+                         ids=["supported, seeded", "a GPU the wheel was not built for"])
+def test_the_first_placement_is_the_jobs_own_after_the_waiting_child_rehearsed_it(capability, seeded):
+    """session.warm_seeding and session.warm_first_placement run torch.manual_seed and torch's CUDA initialisation
+    on the session built ahead and undo them: the job then finds the host's random state and seed as they were,
+    nothing queued to seed, CUDA uninitialised; it reads CUDA_VISIBLE_DEVICES at its own first placement, seeds the
+    GPU with its own seed (or the default one), gets torch's warning for a GPU its wheel has no code for, and
+    poisons its own forks, exactly as a child that rehearsed nothing."""
+    import subprocess
+    import sys
+
+    from app import ROOT
+
+    facts = []
+    for way in ("rehearse", "not"):
+        done = subprocess.run([sys.executable, "-c", FIRST_PLACEMENT, json.dumps(capability), way, seeded],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+        assert done.returncode == 0, done.stderr
+        facts.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert facts[0] == facts[1]
+    assert facts[0]["initialized"] is False and facts[0]["count"] == 1 and facts[0]["bad_fork_child"] == 3
+    assert bool(facts[0]["warnings"]) == (capability == [6, 0]) and all(facts[0]["seed_queues"])
+    assert facts[0]["cuda_draw"] == (3 if seeded == "seeded" else facts[0]["seed"])

@@ -169,3 +169,38 @@ def test_the_warm_up_reads_the_files_torchs_seeding_stack_names():
     warm_up()
     for module in (torch.random, torch.cuda.random, torch.cuda):
         assert module.__file__ in linecache.cache
+
+
+def test_a_hidden_module_file_formats_into_the_same_stack_without_being_looked_up_again(tmp_path, monkeypatch):
+    """startup.forget_hidden_sources over project_sources: where the job's root hides a module's file, the
+    formatted stack shows its frame without a source line either way; linecache then answers from an entry it never
+    stats. A file the job can read, and one read already, are left as they are."""
+    import importlib
+    import linecache
+    import sys
+
+    from app.sandbox.startup import forget_hidden_sources, project_sources
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for name in ("hidden_mod", "shown_mod", "cached_mod"):
+        (root / f"{name}.py").write_text("import traceback\n\ndef stack():\n    return traceback.format_stack()\n")
+    monkeypatch.syspath_prepend(str(root))
+    hidden, shown, cached = (importlib.import_module(n) for n in ("hidden_mod", "shown_mod", "cached_mod"))
+    try:
+        linecache.getlines(cached.__file__)
+        (root / "hidden_mod.py").unlink()  # as the job's root hides the project's files
+        (root / "cached_mod.py").unlink()
+        stacks = []
+        for forget in (False, True):  # the same call, from the same line, before and after
+            if forget:
+                assert forget_hidden_sources(project_sources(str(root) + "/")) == 1
+            stacks.append(hidden.stack())
+        assert stacks[0] == stacks[1]
+        assert stacks[0][-1].endswith('hidden_mod.py", line 4, in stack\n')  # no source line: the file is gone
+        assert linecache.cache[hidden.__file__] == (0, None, [], hidden.__file__)
+        assert linecache.cache[cached.__file__][1] is not None and shown.__file__ not in linecache.cache
+        assert "return traceback.format_stack()" in shown.stack()[-1]  # a readable file still shows its line
+    finally:
+        for name in ("hidden_mod", "shown_mod", "cached_mod"):
+            linecache.cache.pop(getattr(sys.modules.pop(name, None), "__file__", ""), None)

@@ -127,6 +127,41 @@ class CudaRuntime:
         torch.cuda._get_device_properties = self.properties
         torch.cuda.default_generators = tuple(_generator() for _ in range(count))
 
+    def rehearse_init(self) -> None:
+        """Run torch's CUDA initialisation once and put back everything it set, in a waiting sandbox child before
+        its job (session.warm_first_placement): the job's first placement then runs code this process ran already.
+
+        torch.cuda._lazy_init is init() above and the calls torch queued at import: `_check_capability` and
+        `_check_cubins` (the arch list against each GPU's capability), `_register_triton_kernels` (an import
+        lookup of triton). Run cold in a job it cost 0.37-0.40 ms of CPU, 0.09 ms warm (thread_time, forked
+        children of a warm server, medians of 30, 2026-12-05): first runs of code (copy-on-write faults) and
+        importlib's path caches. What the program sees is the job's own initialisation, as before: CUDA
+        uninitialised, no visible devices fixed (CUDA_VISIBLE_DEVICES is read again then), no generators, no
+        poisoned fork, torch's queue as it was; a warning the check would give is dropped here (the job's own check
+        gives it, once, as torch does). Skipped where CUDA is up already or a seeding call waits in torch's queue."""
+        cuda = torch.cuda
+        if cuda.is_initialized() or self.devices.initialized or cuda._lazy_seed_tracker.get_calls():
+            return
+        if not self.devices.host.cuda or not self.devices.count():
+            return  # initialisation fails on this host: nothing to rehearse
+        saved = {name: cuda.__dict__.get(name, Patches._MISSING) for name in _SET_BY_INIT}
+        queued, poisoned = list(cuda._queued_calls), list(_POISONED)
+        cuda.warnings = _NO_WARNINGS
+        try:
+            cuda._lazy_init()
+        except Exception:  # the job's own initialisation raises it again, where it must
+            pass
+        finally:
+            for name, value in saved.items():
+                if value is Patches._MISSING:
+                    cuda.__dict__.pop(name, None)
+                else:
+                    setattr(cuda, name, value)
+            cuda._queued_calls[:] = queued
+            _POISONED[:] = poisoned
+            self.devices.visible = None
+            self.in_bad_fork = False
+
     def properties(self, index: int) -> CudaDeviceProperties:
         return CudaDeviceProperties(self.devices.host, index)
 
@@ -294,6 +329,22 @@ class Patches:
 
 # the runtime whose CUDA a fork poisons: the one initialised last (a process initialises CUDA once)
 _POISONED: list[CudaRuntime] = []
+# whether _forked_child is registered to run in forked children (once per process: a hook cannot be removed, and
+# CudaRuntime.rehearse_init empties _POISONED again)
+_AT_FORK: list[bool] = []
+# what torch.cuda._lazy_init sets in torch.cuda (init() above, torch's own flags) or rehearse_init swaps
+_SET_BY_INIT = ("_initialized", "_cached_device_count", "default_generators", "_get_device_properties", "warnings")
+
+
+class _NoWarnings:
+    """torch.cuda's `warnings` while CudaRuntime.rehearse_init runs: a warning there would be marked as shown."""
+
+    @staticmethod
+    def warn(*args, **kwargs) -> None:
+        return None
+
+
+_NO_WARNINGS = _NoWarnings()
 
 
 def _poison_fork(runtime: CudaRuntime) -> None:
@@ -301,8 +352,9 @@ def _poison_fork(runtime: CudaRuntime) -> None:
     its first CUDA call (torch.cuda._lazy_init) raises `Cannot re-initialize CUDA in forked subprocess`. So a
     DataLoader worker, forked from a program that already used the GPU, fails where it touches CUDA, as on a
     real GPU, and works on main-memory tensors, as there."""
-    if not _POISONED:
+    if not _AT_FORK:
         os.register_at_fork(after_in_child=_forked_child)
+        _AT_FORK.append(True)
     _POISONED[:] = [runtime]
 
 
