@@ -15,13 +15,16 @@ be hidden from the program.
 The spare: a waiting sandbox child that builds its session ahead may fork the first copy's process before its job
 comes, before it warms its pages (fork_spare); the spare builds its own session and waits for the program (it warms
 no pages: its copy is done long before the graded run, so that would only cost CPU; app/harness/__init__.py
-prepare_ahead). A graded job that has one hands it the program instead of forking (start), so the graded run pays
-neither the fork (~2-3 ms: the page tables of a 230 MB process) nor the copy-on-write faults of the pages it
-would share with a copy forked from it (~1,500 more during training-loop's run, ~3 ms): the spare shares with it
-only what both still share with the fork server. The spare is a batch thread (SPARE_POLICY): handing it the
-program wakes it, and that wake-up must not take the graded run's core. Any other job kills it unused (drop_spare).
-The fork server gives a spare to one waiting child only (app/sandbox/pools.py), the one it hands graded jobs with
-copies to.
+prepare_ahead). A graded job that has one hands it the program and every machine instead of forking (start), so the
+graded run pays neither the fork (~2-3 ms: the page tables of a 230 MB process) nor the copy-on-write faults of the
+pages it would share with a copy forked from it (~1,500 more during training-loop's run, ~3 ms): the spare shares
+with it only what both still share with the fork server. The spare runs the first machine's copy itself and forks
+one child per further machine (runs-on-a-mac has two): those forks and their faults are the spare's, off the graded
+run's core. Every copy replies on the spare's one socket (SOCK_SEQPACKET: a record never mixes with another
+copy's), each record tagged with its machine's index, so no copy waits on another's reply. The spare is a batch
+thread (SPARE_POLICY): handing it the program wakes it, and that wake-up must not take the graded run's core. Any
+other job kills it unused (drop_spare). The fork server gives a spare to one waiting child only
+(app/sandbox/pools.py), the one it hands graded jobs with copies to.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import json
 import os
 import select
 import signal
+import socket
+import struct
 import sys
 from dataclasses import dataclass
 
@@ -48,6 +53,11 @@ ELSEWHERE_BUDGET_S = 5.0
 # (bench/README.md, "The spare's wake-up"). A batch spare waits for the other core, or for the graded run's slice.
 SPARE_POLICY = os.SCHED_BATCH
 END = b"\n"  # ends a child's reply: json.dumps writes no newline of its own
+# a record on the spare's socket: its machine's index, whether it is the reply's last, then up to RECORD bytes of it
+# (a reply of any length goes in several; one record must fit the socket's send buffer, ~200 KB by default)
+HEADER = struct.Struct("<HB")
+RECORD = 1 << 15
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass
@@ -55,8 +65,8 @@ class Spare:
     """The process forked ahead for a job's first copy: its pid, where it reads the program, where it replies."""
 
     pid: int
-    command: int  # write end: the program (JSON), then the end of file
-    reply: int  # read end: how the program ended, as a forked copy says it
+    command: int  # write end: the program and its machines (JSON), then the end of file
+    reply: int  # the graded run's end of the spare's socket: how the program ended on each machine, in records
 
 
 # this process's spare, until a job uses or drops it; None: none (not a waiting child, or given away)
@@ -71,7 +81,8 @@ def fork_spare(prepare, serve) -> None:
     there is the graded run's alone (the key, an exit code, a report), as in a forked copy."""
     global _SPARE
     command_r, command_w = os.pipe()
-    reply_r, reply_w = os.pipe()
+    reply_r, reply_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reply_r, reply_w = reply_r.detach(), reply_w.detach()
     pid = os.fork()
     if pid == 0:  # the spare: never returns
         os.close(command_w)
@@ -94,12 +105,12 @@ def drop_spare() -> None:
         _stop(spare.pid)
 
 
-def _give_spare(machine: dict, job: dict) -> Spare | None:
-    """Hand the spare the program for `machine`; None (the spare dropped) when it cannot take it: it is gone, or
+def _give_spare(machines: list[dict], job: dict) -> Spare | None:
+    """Hand the spare the program for `machines`; None (the spare dropped) when it cannot take it: it is gone, or
     the program does not fit in its pipe at once (the graded run never waits on its spare)."""
     global _SPARE
     spare, _SPARE = _SPARE, None
-    data = json.dumps({**job, "machine": machine}).encode()
+    data = json.dumps({**job, "machines": machines}).encode()
     try:
         if len(data) > fcntl.fcntl(spare.command, fcntl.F_GETPIPE_SZ):
             fcntl.fcntl(spare.command, fcntl.F_SETPIPE_SZ, len(data))
@@ -119,17 +130,18 @@ class Elsewhere:
 
     def __init__(self):
         self.children: list[tuple[dict, int, int]] = []  # (machine, pid, read fd)
+        self.spare: tuple[list[dict], Spare] | None = None  # the machines the spare runs, and the spare
 
     def start(self, machines: list[dict], run, job: dict | None = None) -> None:
         """Fork one child per machine ({"id", "title", "host": SimulatedHost payload}); run(host) runs the
         learner's file on that host in the child and returns how it ended (grade._run_learner's outcome).
-        job: what the spare needs to run the program itself ({"code", "filename", "host"}); with it, the first
-        machine goes to this process's spare, if it has one (fork_spare), and is not forked."""
+        job: what the spare needs to run the program itself ({"code", "filename", "host"}); with it, every
+        machine goes to this process's spare, if it has one (fork_spare), and none is forked here."""
         if job is not None and _SPARE is not None and machines:
-            spare = _give_spare(machines[0], job)
+            spare = _give_spare(machines, job)
             if spare is not None:
-                self.children.append((machines[0], spare.pid, spare.reply))
-                machines = machines[1:]
+                self.spare = (machines, spare)
+                return
         drop_spare()
         for machine in machines:
             read_fd, write_fd = os.pipe()
@@ -143,11 +155,20 @@ class Elsewhere:
     def collect(self) -> list[dict]:
         """How the program ended on each machine: {"machine", "title", "finished", "exception"}."""
         deadline = REAL_MONOTONIC() + ELSEWHERE_BUDGET_S  # real time: the program's clocks are modeled
-        out = []
+        replies = []
+        if self.spare is not None:
+            machines, spare = self.spare
+            got = _receive(spare.reply, len(machines), deadline)
+            os.close(spare.reply)
+            _stop(spare.pid)  # and so its forked copies still running (PR_SET_PDEATHSIG)
+            replies += [(machine, got.get(i, b"")) for i, machine in enumerate(machines)]
         for machine, pid, fd in self.children:
             data = _read_until(fd, deadline)
             os.close(fd)
             _stop(pid)
+            replies.append((machine, data))
+        out = []
+        for machine, data in replies:
             try:
                 ended = json.loads(data) if data else {}
             except ValueError:
@@ -197,9 +218,10 @@ def _child(machine: dict, write_fd: int, run) -> None:
 
 
 def _spare(command_fd: int, write_fd: int, prepare, serve) -> None:
-    """The spare's whole life: prepare, wait for the program (none: the end of file, or killed), run it, reply,
-    exit."""
+    """The spare's whole life: prepare, wait for the program (none: the end of file, or killed), fork one copy per
+    machine after the first, run the first machine's itself, reply, wait for its copies, exit."""
     status = 0
+    copies = []
     try:
         _silence()
         try:
@@ -212,19 +234,81 @@ def _spare(command_fd: int, write_fd: int, prepare, serve) -> None:
             chunks.append(chunk)
         if chunks:
             command = json.loads(b"".join(chunks))
-            _reply(write_fd, serve(command, SimulatedHost.from_payload(command["machine"]["host"])))
+            machines, spare = command["machines"], os.getpid()
+            for index, machine in enumerate(machines[1:], 1):  # before the spare's own run: each starts clean
+                pid = os.fork()
+                if pid == 0:  # never returns
+                    _spare_copy(spare, index, machine, command, write_fd, serve)
+                copies.append(pid)
+            _send(write_fd, 0, serve(command, SimulatedHost.from_payload(machines[0]["host"])))
+    except BaseException:
+        status = 1
+    finally:
+        for pid in copies:  # the spare's exit would stop them (PR_SET_PDEATHSIG) before they replied
+            try:
+                os.waitpid(pid, 0)
+            except (ChildProcessError, InterruptedError):
+                pass
+        os._exit(status)
+
+
+def _spare_copy(spare: int, index: int, machine: dict, command: dict, write_fd: int, serve) -> None:
+    """In a copy the spare forked: run the program on `machine`, silently, as the spare would; reply; exit. It dies
+    with the spare, which the graded run stops once it has every reply or its budget is spent (collect), as it stops
+    a copy it forked itself."""
+    status = 0
+    try:
+        from app.harness.launch import prctl  # loaded already in the fork server
+
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != spare:  # the spare was stopped before the line above: nobody reads the reply
+            os._exit(0)
+        _silence()
+        _send(write_fd, index, serve(command, SimulatedHost.from_payload(machine["host"])))
     except BaseException:
         status = 1
     finally:
         os._exit(status)
 
 
-def _reply(write_fd: int, outcome: dict) -> None:
-    """Write how the program ended (the facts the check reads), ended with END: the graded run reads no further."""
+def _ended(outcome: dict) -> bytes:
+    """How the program ended (the facts the check reads), as a copy sends it."""
     exc = outcome.get("exception")
     ended = {"finished": bool(outcome.get("finished")),
              "exception": None if not exc else {k: exc.get(k) for k in ("type", "message", "line")}}
-    data = json.dumps(ended, default=str).encode() + END
+    return json.dumps(ended, default=str).encode()
+
+
+def _send(write_fd: int, index: int, outcome: dict) -> None:
+    """A copy of the spare's: send how the program ended on machine `index`, in records of at most RECORD bytes."""
+    data = _ended(outcome)
+    for start in range(0, len(data), RECORD):  # json.dumps wrote at least "{}"
+        last = start + RECORD >= len(data)
+        os.write(write_fd, HEADER.pack(index, last) + data[start:start + RECORD])  # one record, whole
+
+
+def _receive(fd: int, count: int, deadline: float) -> dict[int, bytes]:
+    """The replies of the spare's copies, by machine index, as each is whole: until all `count` are, the end of file
+    (every copy gone), or the deadline; one missing is unfinished, which decides nothing."""
+    parts: dict[int, list[bytes]] = {}
+    whole: dict[int, bytes] = {}
+    while len(whole) < count:
+        left = deadline - REAL_MONOTONIC()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        record = os.read(fd, HEADER.size + RECORD)
+        if len(record) < HEADER.size:  # the end of file
+            break
+        index, last = HEADER.unpack_from(record)
+        parts.setdefault(index, []).append(record[HEADER.size:])
+        if last and index < count:  # a record of no copy's (the learner's code may hold the socket) counts not
+            whole[index] = b"".join(parts.pop(index))
+    return whole
+
+
+def _reply(write_fd: int, outcome: dict) -> None:
+    """Write how the program ended, ended with END: the graded run reads no further."""
+    data = _ended(outcome) + END
     view = memoryview(data)
     while view:
         view = view[os.write(write_fd, view):]

@@ -44,25 +44,58 @@ def test_a_copy_that_stopped_names_the_exception_and_the_learners_line():
                                   "message": "Torch not compiled with CUDA enabled\nsecond line"}
 
 
-def test_a_spare_forked_before_the_job_runs_the_first_copy_and_the_rest_are_forked():
+def test_a_graded_run_with_a_spare_and_two_machines_forks_no_copy_itself_and_gets_both_replies(monkeypatch):
     ran = []
 
     def prepare():
         ran.append("prepared")  # in the spare only: the test process never sees it
 
-    def serve(command, host):
+    def serve(command, host):  # in the spare, and in the copy it forks for the second machine
+        batch = os.sched_getscheduler(0) == os.SCHED_BATCH  # SPARE_POLICY, kept across the spare's fork
         return {"finished": False, "exception": {"type": "RuntimeError", "line": 2,
-                                                 "message": f"{command['code']} on {command['machine']['id']}"}}
+                                                 "message": f"{command['code']} in pid {os.getpid()} batch {batch}"
+                                                            + "x" * 100_000}}  # several records
 
     elsewhere.fork_spare(prepare, serve)
+    spare = elsewhere._SPARE.pid
+
+    def no_fork():
+        raise AssertionError("the graded run forked a copy")
+
+    monkeypatch.setattr(os, "fork", no_fork)
     copies = elsewhere.Elsewhere()
     mac = {"id": "mac", "title": "A Mac", "host": None}
     copies.start([LAPTOP, mac], lambda host: {"finished": True, "exception": None},
                  {"code": "from the spare", "filename": "main.py", "host": None})
     assert elsewhere._SPARE is None and ran == []
     laptop, other = copies.collect()
-    assert laptop["exception"] == {"type": "RuntimeError", "line": 2, "message": "from the spare on cpu"}
-    assert other == {"machine": "mac", "title": "A Mac", "finished": True, "exception": None, "completed": True}
+    assert (laptop["machine"], other["machine"]) == ("cpu", "mac") and laptop["completed"] and other["completed"]
+    assert laptop["exception"]["message"] == f"from the spare in pid {spare} batch True" + "x" * 100_000
+    head, _, tail = other["exception"]["message"].partition(" batch ")
+    assert head.startswith("from the spare in pid ") and head != f"from the spare in pid {spare}"
+    assert tail == "True" + "x" * 100_000
+
+
+def test_a_copy_the_spare_forked_replies_although_the_spares_own_copy_never_ends(monkeypatch):
+    monkeypatch.setattr(elsewhere, "ELSEWHERE_BUDGET_S", 3.0)
+
+    def serve(command, host):
+        if host.gpus == 2:  # the first copy, in the spare: still running when the budget is spent
+            time.sleep(60)
+        return {"finished": True, "exception": None}
+
+    elsewhere.fork_spare(lambda: None, serve)
+    spare = elsewhere._SPARE.pid
+    copies = elsewhere.Elsewhere()
+    slow = {"id": "slow", "title": "A slow machine", "host": {"gpus": 2}}
+    gpu = {"id": "gpu", "title": "A GPU", "host": None}
+    copies.start([slow, gpu], lambda host: {"finished": False, "exception": None},
+                 {"code": "x = 1", "filename": "main.py", "host": None})
+    first, second = copies.collect()
+    assert not first["completed"] and first["finished"] is None
+    assert second == {"machine": "gpu", "title": "A GPU", "finished": True, "exception": None, "completed": True}
+    _, status = os.waitpid(spare, 0)  # stopped by collect, with the copy it forked
+    assert os.WIFSIGNALED(status)
 
 
 def test_a_spare_that_is_gone_leaves_its_copy_to_a_fork():

@@ -1,4 +1,4 @@
-"""A graded job's first copy on another machine, run by the spare its waiting child forked before the job came
+"""A graded job's copies on other machines, run by the spare its waiting child forked before the job came
 (app/harness/elsewhere.py fork_spare; the pool gives one to one of its children, app/sandbox/pools.py), through the
 front door: it ends as a copy forked by the graded run does, and reaches the fork server no more than one.
 """
@@ -30,6 +30,15 @@ if device == "cpu":
     raise RuntimeError("an old process" if age > 0.5 else "a new process")
 x = torch.ones(3, device=device)
 print(x.sum().item())
+"""
+# each copy names its parent; the graded run (on the simulated GPU) prints its own pid
+PARENTS = """\
+import os
+import torch
+
+if not torch.cuda.is_available():
+    raise RuntimeError(str(os.getppid()))
+print("graded", os.getpid())
 """
 SETTLE_S = 2.5  # s; long enough for the pool's children (and the spare) to be waiting before a job comes
 
@@ -67,6 +76,18 @@ def test_the_spare_runs_the_copy_and_it_ends_as_a_forked_copy_does(spared, exerc
                                "exception": {"type": "RuntimeError", "line": 8}}
 
 
+def test_the_spare_forks_the_second_copy_itself_and_the_graded_run_forks_none(spared, exercises):
+    job, _ = build_job(exercises["runs-on-a-mac"], PARENTS)
+    time.sleep(SETTLE_S)
+    result = spared.run(job)
+    assert result.status == "ok" and result.report, result
+    graded = int(result.stdout.split()[-1])
+    first, second = result.report["elsewhere"]
+    assert first["completed"] and second["completed"], result.report["elsewhere"]
+    assert int(first["exception"]["message"]) == graded  # the spare, forked by the graded job's process ahead
+    assert int(second["exception"]["message"]) not in (graded, 0, 1)  # the spare, not the graded run
+
+
 def test_the_solution_graded_with_its_copy_in_the_spare_passes(spared, exercises):
     for slug in ("training-loop", "runs-on-a-mac"):
         exercise = exercises[slug]
@@ -76,13 +97,14 @@ def test_the_solution_graded_with_its_copy_in_the_spare_passes(spared, exercises
         assert verdict.status == "passed", verdict
 
 
-def test_the_copy_in_the_spare_cannot_reach_the_server(spared, exercises):
+@pytest.mark.parametrize("slug", ["same-device", "runs-on-a-mac"])
+def test_the_copies_in_the_spare_cannot_reach_the_server(spared, exercises, slug):
     """As tests/security/test_job_isolation.py asks of a forked copy: the copy that asks for the key first must not
-    be the one that gets it."""
-    same_device = exercises["same-device"]
-    job, key = build_job(same_device, program("ask_for_the_key_elsewhere") + same_device.solution)
+    be the one that gets it. runs-on-a-mac has two copies: the spare runs one, and forks the other itself."""
+    exercise = exercises[slug]
+    job, key = build_job(exercise, program("ask_for_the_key_elsewhere") + exercise.solution)
     time.sleep(SETTLE_S)
     result = spared.run(job)
-    assert "GOT_KEY 32" in result.stdout, result  # the graded run asked after the copy, and still got the key
+    assert "GOT_KEY 32" in result.stdout, result  # the graded run asked after the copies, and still got the key
     assert result.report is None and "asked for the grader's key itself" in result.stderr, result
-    assert evaluate(same_device, result, key).status == "failed"
+    assert evaluate(exercise, result, key).status == "failed"
