@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from app.harness.channel import PAYLOAD_FD, REPORT_FD, STATUS_FD
 from app.harness.contract import SimulatedHost
 from app.harness.machine.clock import REAL_MONOTONIC
+from app.harness.prctl import prctl
 
 # seconds a child may still run after the graded run is done (the sandbox's wall limit stops everything anyway)
 ELSEWHERE_BUDGET_S = 5.0
@@ -258,8 +259,6 @@ def _spare_copy(spare: int, index: int, machine: dict, command: dict, write_fd: 
     a copy it forked itself."""
     status = 0
     try:
-        from app.harness.launch import prctl  # loaded already in the fork server
-
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != spare:  # the spare was stopped before the line above: nobody reads the reply
             os._exit(0)

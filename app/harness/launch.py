@@ -36,6 +36,7 @@ from app.harness import launchers
 from app.harness import rank as rankmod
 from app.harness import report as reportmod
 from app.harness.contract import JobPayload
+from app.harness.prctl import prctl
 
 # seconds a stopped rank has between SIGTERM and SIGKILL (torchrun's agent waits 30 s; a sandbox job's whole
 # wall clock is seconds, and Python's default SIGTERM ends a rank at once)
@@ -311,14 +312,6 @@ def run(payload: JobPayload, report_fd: int | None, request_key, machines: dict[
 
 
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
-
-
-def prctl(option: int, value: int) -> None:
-    """prctl(2) with one argument (the harness imports nothing of the sandbox's jail)."""
-    import ctypes
-
-    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
 
 
 def _keep_store(port_w: int) -> None:
