@@ -53,7 +53,6 @@ ELSEWHERE_BUDGET_S = 5.0
 # core before it came back (a tick is 4 ms at HZ=250), in 12 of 20 graded training-loop jobs at load average 4
 # (bench/README.md, "The spare's wake-up"). A batch spare waits for the other core, or for the graded run's slice.
 SPARE_POLICY = os.SCHED_BATCH
-END = b"\n"  # ends a child's reply: json.dumps writes no newline of its own
 # a record on the spare's socket: its machine's index, whether it is the reply's last, then up to RECORD bytes of it
 # (a reply of any length goes in several; one record must fit the socket's send buffer, ~200 KB by default)
 HEADER = struct.Struct("<HB")
@@ -82,8 +81,7 @@ def fork_spare(prepare, serve) -> None:
     there is the graded run's alone (the key, an exit code, a report), as in a forked copy."""
     global _SPARE
     command_r, command_w = os.pipe()
-    reply_r, reply_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    reply_r, reply_w = reply_r.detach(), reply_w.detach()
+    reply_r, reply_w = _reply_socket()
     pid = os.fork()
     if pid == 0:  # the spare: never returns
         os.close(command_w)
@@ -145,7 +143,7 @@ class Elsewhere:
                 return
         drop_spare()
         for machine in machines:
-            read_fd, write_fd = os.pipe()
+            read_fd, write_fd = _reply_socket()
             pid = os.fork()
             if pid == 0:  # the child: never returns
                 os.close(read_fd)
@@ -164,10 +162,10 @@ class Elsewhere:
             _stop(spare.pid)  # and so its forked copies still running (PR_SET_PDEATHSIG)
             replies += [(machine, got.get(i, b"")) for i, machine in enumerate(machines)]
         for machine, pid, fd in self.children:
-            data = _read_until(fd, deadline)
+            got = _receive(fd, 1, deadline)
             os.close(fd)
             _stop(pid)
-            replies.append((machine, data))
+            replies.append((machine, got.get(0, b"")))
         out = []
         for machine, data in replies:
             try:
@@ -211,7 +209,7 @@ def _child(machine: dict, write_fd: int, run) -> None:
     status = 0
     try:
         _silence()
-        _reply(write_fd, run(SimulatedHost.from_payload(machine["host"])))
+        _send(write_fd, 0, run(SimulatedHost.from_payload(machine["host"])))
     except BaseException:
         status = 1
     finally:
@@ -279,7 +277,8 @@ def _ended(outcome: dict) -> bytes:
 
 
 def _send(write_fd: int, index: int, outcome: dict) -> None:
-    """A copy of the spare's: send how the program ended on machine `index`, in records of at most RECORD bytes."""
+    """In a copy: send how the program ended on machine `index` (0 in a copy the graded run forked, which has a
+    socket of its own), in records of at most RECORD bytes."""
     data = _ended(outcome)
     for start in range(0, len(data), RECORD):  # json.dumps wrote at least "{}"
         last = start + RECORD >= len(data)
@@ -287,8 +286,8 @@ def _send(write_fd: int, index: int, outcome: dict) -> None:
 
 
 def _receive(fd: int, count: int, deadline: float) -> dict[int, bytes]:
-    """The replies of the spare's copies, by machine index, as each is whole: until all `count` are, the end of file
-    (every copy gone), or the deadline; one missing is unfinished, which decides nothing."""
+    """The replies of the copies writing on `fd`, by machine index, as each is whole: until all `count` are, the end
+    of file (every copy gone), or the deadline; one missing is unfinished, which decides nothing."""
     parts: dict[int, list[bytes]] = {}
     whole: dict[int, bytes] = {}
     while len(whole) < count:
@@ -305,29 +304,10 @@ def _receive(fd: int, count: int, deadline: float) -> dict[int, bytes]:
     return whole
 
 
-def _reply(write_fd: int, outcome: dict) -> None:
-    """Write how the program ended, ended with END: the graded run reads no further."""
-    data = _ended(outcome) + END
-    view = memoryview(data)
-    while view:
-        view = view[os.write(write_fd, view):]
-
-
-def _read_until(fd: int, deadline: float) -> bytes:
-    """The child's reply, once it ends with END (a newline JSON never holds), or at end of file; b"" when the
-    deadline comes first. Not waiting for the end of file spares the graded run the child's exit, and any process
-    the learner's code started there that still holds the pipe."""
-    chunks = []
-    while True:
-        left = deadline - REAL_MONOTONIC()
-        if left <= 0:
-            return b""  # still running: unfinished, which decides nothing
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            return b""
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        if chunk.endswith(END):
-            return b"".join(chunks)
+def _reply_socket() -> tuple[int, int]:
+    """A copy's reply channel (read end, write end): a SOCK_SEQPACKET pair, whose records _send writes and _receive
+    reads whole, so a reply never mixes with another copy's and is taken as soon as its last record is there, not at
+    the end of file (which comes after the copy's exit, or never while a process the learner's code started there
+    holds the socket)."""
+    read, write = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    return read.detach(), write.detach()
