@@ -201,6 +201,7 @@ class LocalRunner:
                 "cpu_slots": max(s.sandbox_prefork, self.concurrency),
                 "gpu_slots": [g.to_dict() for g in self.gpu_slots], "gpu_dev_root": str(s.sandbox_gpu_dev_root),
                 "gpu_memory_bytes": s.sandbox_gpu_memory_bytes, "cpu_reserve": s.sandbox_cpu_reserve,
+                "jobs_idle": s.sandbox_jobs_idle,
                 # the host most jobs run on (an exercise without `machine:`): waiting children build it ahead
                 "ahead_host": job_host(s).payload() if s.sandbox_prepare_ahead else None,
                 # the exercises' probes, which the server compiles before its first fork (grade.keep_probes)

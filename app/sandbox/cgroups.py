@@ -6,7 +6,9 @@ token, so several servers (several test sessions) on one machine never touch eac
 
 CPU: each job's group has one core per copy of the learner's program it runs at once (cpu.max; JobCgroup.set_cores),
 and the parent group of all jobs has the server's cores less a reserve (COURSE_SANDBOX_CPU_RESERVE), so however
-many jobs burn CPU, the web server beside the sandbox keeps that much of a core to answer pages.
+many jobs burn CPU, the web server beside the sandbox keeps that much of a core to answer pages. That parent group is
+also an idle group (cpu.idle, COURSE_SANDBOX_JOBS_IDLE): a page request that wakes up takes a core from a job at once
+instead of waiting out the job's time slice.
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class CgroupManager:
     cpu_reserve: cores (fractions too) kept from all jobs together for the processes beside the sandbox, the web
     server first: the parent group of the jobs gets cpu.max = (this group's cores - cpu_reserve); 0: no cap."""
 
-    def __init__(self, cpu_reserve: float = 0.0) -> None:
+    def __init__(self, cpu_reserve: float = 0.0, jobs_idle: bool = False) -> None:
         self.version = "none"
         self.bases: dict[str, str] = {}
         self.reason = ""
@@ -110,6 +112,7 @@ class CgroupManager:
         self._counter = 0
         self.cores = float(len(os.sched_getaffinity(0)))  # the cores this server's group may use
         self.jobs_quota_us: int | None = None  # the parent group's quota per CFS_PERIOD_US; None: no cap
+        self.jobs_idle = False  # whether the parent group of the jobs is an idle group (cpu.idle = 1)
         try:
             self._setup_v1() or self._setup_v2()
         except OSError as exc:
@@ -117,6 +120,8 @@ class CgroupManager:
             self.version, self.bases = "none", {}
         if self.bases and cpu_reserve > 0:
             self._cap_jobs(cpu_reserve)
+        if self.bases and jobs_idle:
+            self._idle_jobs()
 
     def _cap_jobs(self, reserve: float) -> None:
         """Give the parent group of the jobs (this group's cores - reserve) cores at most, all jobs together.
@@ -139,6 +144,27 @@ class CgroupManager:
             self.reason += f"cpu reserve not applied: {exc.strerror}; "
             return
         self.jobs_quota_us = quota
+
+    def _idle_jobs(self) -> None:
+        """Make the parent group of the jobs an idle group (cpu.idle = 1, the same file in v1 and v2; Linux 5.15+).
+
+        The cap above bounds how much CPU jobs take, not when: a web server that wakes up on the core a job is
+        burning waited out the job's protected slice (EEVDF, ~1.4 ms here) before it ran, and a page read is several
+        wake-ups, so one spinning job put page p99 at 2.4x the quiet p99. The scheduler preempts an idle group's
+        task at once for any other task that wakes, and treats a core that runs only idle groups as free when it
+        places one (sched_idle_cpu). A task-level SCHED_IDLE does neither: the comparison is made between the
+        group entities, and the jobs' group is a normal one (bench/README, "Jobs in an idle group"). The price: when
+        the rest of the host wants every core for long, jobs get almost nothing (an idle group's weight is 3 against
+        a task's 1024) and run into their wall-clock limit; COURSE_SANDBOX_JOBS_IDLE=0 gives them a normal share."""
+        base = self.bases.get("unified") or self.bases.get("cpu")
+        if base is None:
+            return
+        try:
+            _write(f"{base}/cpu.idle", 1)
+        except OSError as exc:
+            self.reason += f"jobs not an idle group: {exc.strerror}; "
+            return
+        self.jobs_idle = True
 
     def jobs_cores(self) -> float | None:
         """The cores all jobs together may use (the parent's cpu.max); None: no cap."""

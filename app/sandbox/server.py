@@ -111,7 +111,8 @@ class ForkServer(JobQueue):
         userns = not root and not self.config.get("no_userns") and isolation.userns_available()
         unsafe = bool(self.config.get("unsafe_dev"))
         seccomp_ok, seccomp_why = isolation.seccomp_available()
-        self.cgroups = CgroupManager(float(self.config.get("cpu_reserve") or 0)) if root else None
+        self.cgroups = CgroupManager(float(self.config.get("cpu_reserve") or 0),
+                                     bool(self.config.get("jobs_idle"))) if root else None
         startup.remove_stale_staging(tempfile.gettempdir())
         self.staging = tempfile.mkdtemp(prefix=f"{startup.STAGING_PREFIX}{os.getpid()}-")
         os.chmod(self.staging, 0o755)

@@ -191,6 +191,8 @@ def describe(ctx, cgroups, config: dict, defaults, prefork: int, refuse: str | N
         "cgroup_note": (cgroups.reason if cgroups else "not root: cgroups unavailable").strip(),
         # cores all jobs together may use (COURSE_SANDBOX_CPU_RESERVE less than the host's); None: no cap
         "jobs_cpu_cores": cgroups.jobs_cores() if cgroups else None,
+        # whether a waking page request takes a core from a job at once (COURSE_SANDBOX_JOBS_IDLE)
+        "jobs_cpu_idle": bool(cgroups and cgroups.jobs_idle),
         "seccomp_note": seccomp_why,
         "root_dirs": ctx.plan.dirs,
         "uid_base": ctx.uid_base,

@@ -36,8 +36,8 @@ def _parent_quota(manager) -> int:
 def manager(request):
     made = []
 
-    def make(reserve: float) -> CgroupManager:
-        m = CgroupManager(cpu_reserve=reserve)
+    def make(reserve: float, idle: bool = False) -> CgroupManager:
+        m = CgroupManager(cpu_reserve=reserve, jobs_idle=idle)
         if "cpu" not in m.controllers:
             pytest.skip(f"no cpu cgroup here: {m.reason or 'not root'}")
         made.append(m)
@@ -74,6 +74,16 @@ def test_all_jobs_together_leave_the_reserve(manager):
         assert _quota(job) == min(2 * CFS_PERIOD_US, _parent_quota(m))
     finally:
         job.remove()
+
+
+def _parent_idle(manager) -> int:
+    return int(Path(manager.bases.get("unified") or manager.bases["cpu"], "cpu.idle").read_text())
+
+
+def test_the_parent_of_the_jobs_is_an_idle_group_when_asked(manager):
+    idle, normal = manager(0.5, idle=True), manager(0.5)
+    assert (idle.jobs_idle, _parent_idle(idle)) == (True, 1)
+    assert (normal.jobs_idle, _parent_idle(normal)) == (False, 0)
 
 
 def test_copies_come_from_the_checks_that_name_other_machines():

@@ -3,7 +3,8 @@
 Read from outside, from the job's own cgroup while it runs (the job names its process; the test finds it in the
 host's /proc): a graded job whose check also runs the program on the laptop (`also_runs_on`, two copies at once)
 gets two cores, a plain job one, and neither more than the parent group of all jobs, which keeps
-COURSE_SANDBOX_CPU_RESERVE for the web server. Runs against both pools (conftest.py)."""
+COURSE_SANDBOX_CPU_RESERVE for the web server and is an idle group (COURSE_SANDBOX_JOBS_IDLE), so a waking page
+request takes a core from a job at once. Runs against both pools (conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,34 +18,50 @@ from app.grading.grader import build_job
 from app.runner import Job
 
 
-def _cores(version: str, pid: int) -> float:
-    """The cores the cgroup of host process `pid` may use (its cpu.max over the period)."""
+def _cpu_group(version: str, pid: int) -> Path:
+    """The directory of the cpu cgroup of host process `pid`."""
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         _, ctrls, path = line.split(":", 2)
         if version == "v2" and ctrls == "":
-            quota, period = Path(f"/sys/fs/cgroup{path}/cpu.max").read_text().split()
-            return int(quota) / int(period)
+            return Path(f"/sys/fs/cgroup{path}")
         if version == "v1" and "cpu" in ctrls.split(","):
-            base = f"/sys/fs/cgroup/{ctrls}{path}"
-            quota = int(Path(f"{base}/cpu.cfs_quota_us").read_text())
-            return quota / int(Path(f"{base}/cpu.cfs_period_us").read_text())
+            return Path(f"/sys/fs/cgroup/{ctrls}{path}")
     raise AssertionError(f"process {pid} is in no cpu cgroup")
 
 
-def _cores_while_running(sandbox, job: Job, name: str) -> list[float]:
-    """Run the job (it names its process `name`, prints, then sleeps) and read its group's cores when it prints."""
+def _cores(version: str, pid: int) -> float:
+    """The cores the cgroup of host process `pid` may use (its cpu.max over the period)."""
+    group = _cpu_group(version, pid)
+    if version == "v2":
+        quota, period = (group / "cpu.max").read_text().split()
+        return int(quota) / int(period)
+    return int((group / "cpu.cfs_quota_us").read_text()) / int((group / "cpu.cfs_period_us").read_text())
+
+
+def _parent_idle(version: str, pid: int) -> int:
+    """cpu.idle of the parent of the cpu cgroup of host process `pid`: the group of all the server's jobs."""
+    return int((_cpu_group(version, pid).parent / "cpu.idle").read_text())
+
+
+def _while_running(sandbox, job: Job, name: str, read) -> list:
+    """Run the job (it names its process `name`, prints, then sleeps) and read(version, pid) of each of its
+    processes of that name when it prints."""
     version = sandbox.runner.info["cgroup_version"]
-    seen: list[float] = []
+    seen: list = []
 
     def on_output(event) -> None:
         if event.line.strip() == "named" and not seen:
             pids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _comm(p) == name]
-            seen.extend(_cores(version, pid) for pid in pids)
+            seen.extend(read(version, pid) for pid in pids)
 
     result = sandbox.run(job, on_output)
     assert result.stdout.startswith("named"), result
     assert seen, "no process of the job was found by its name"
     return seen
+
+
+def _cores_while_running(sandbox, job: Job, name: str) -> list[float]:
+    return _while_running(sandbox, job, name, _cores)
 
 
 def _comm(pid: str) -> str:
@@ -81,3 +98,11 @@ def test_all_jobs_together_leave_the_reserve_to_the_web_server(sandbox):
     reserve = sandbox.runner.settings.sandbox_cpu_reserve
     cores = len(os.sched_getaffinity(0))
     assert reserve > 0 and info["jobs_cpu_cores"] == round(cores - reserve, 3)
+
+
+def test_jobs_are_an_idle_group_below_the_web_server(sandbox):
+    """The parent group of every job is an idle cgroup, read from a running job's own group."""
+    info = sandbox.runner.info
+    assert sandbox.runner.settings.sandbox_jobs_idle and info["jobs_cpu_idle"] is True, info.get("cgroup_note")
+    name = "idle-" + secrets.token_hex(4)
+    assert set(_while_running(sandbox, Job(code=_program(name)), name, _parent_idle)) == {1}
