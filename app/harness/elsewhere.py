@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from app.harness.channel import PAYLOAD_FD, REPORT_FD, STATUS_FD
 from app.harness.contract import SimulatedHost
 from app.harness.machine.clock import REAL_MONOTONIC
-from app.harness.prctl import prctl
+from app.harness.prctl import PR_SET_PDEATHSIG, prctl
 
 # seconds a child may still run after the graded run is done (the sandbox's wall limit stops everything anyway)
 ELSEWHERE_BUDGET_S = 5.0
@@ -57,7 +57,6 @@ SPARE_POLICY = os.SCHED_BATCH
 # (a reply of any length goes in several; one record must fit the socket's send buffer, ~200 KB by default)
 HEADER = struct.Struct("<HB")
 RECORD = 1 << 15
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass

@@ -36,7 +36,7 @@ from app.harness import launchers
 from app.harness import rank as rankmod
 from app.harness import report as reportmod
 from app.harness.contract import JobPayload
-from app.harness.prctl import prctl
+from app.harness.prctl import PR_SET_DUMPABLE, prctl
 
 # seconds a stopped rank has between SIGTERM and SIGKILL (torchrun's agent waits 30 s; a sandbox job's whole
 # wall clock is seconds, and Python's default SIGTERM ends a rank at once)
@@ -309,9 +309,6 @@ def run(payload: JobPayload, report_fd: int | None, request_key, machines: dict[
         else:
             os.close(report_fd)
     return launcher.exit_code()
-
-
-PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
 def _keep_store(port_w: int) -> None:

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import ctypes
 
+# the options the harness uses (<linux/prctl.h>)
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+
 
 def prctl(option: int, value: int) -> None:
     """prctl(2) with one argument; raise OSError with the kernel's errno when it refuses."""
