@@ -77,7 +77,10 @@ def test_cuda_rank_instead_of_local_rank_fails_on_the_second_machine_only(sandbo
     assert seen[(0, 0)] == ["ok on cuda:0"] and seen[(0, 1)] == ["ok on cuda:1"]
     assert (1, 0) not in seen and (1, 1) not in seen
     failures = by_machine(r.stderr)
-    assert any("CUDA error: invalid device ordinal" in line for line in failures[(1, 0)] + failures.get((1, 1), []))
+    # either of machine 1's ranks may fail first and have the launcher stop the other before it writes (as torchrun's
+    # agent does): a clean clone's make test saw only local rank 1's error, twice
+    assert any("CUDA error: invalid device ordinal" in line
+               for line in failures.get((1, 0), []) + failures.get((1, 1), [])), r.stderr
     # the second machine's torchrun says so in its own words, prefixed with its name
     summary = [line for line in r.stderr.splitlines() if line.startswith("node1: ") and "[default" not in line]
     assert "node1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError: " in summary
