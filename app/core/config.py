@@ -134,10 +134,10 @@ class Settings(BaseSettings):
     # cores (fractions too) that all jobs together leave to the web server and the rest of the host: the parent
     # cgroup of the jobs gets cpu.max = (cores - this); 0: no cap (app/sandbox/cgroups.py)
     sandbox_cpu_reserve: float = Field(default=0.5, ge=0)
-    # the parent cgroup of the jobs is an idle group (cpu.idle): a page request takes a core from a job at once, but
-    # jobs get almost no CPU while the rest of the host wants every core, and run into their wall-clock limit; off by
-    # default for that reason (app/sandbox/cgroups.py, _idle_jobs)
-    sandbox_jobs_idle: bool = False
+    # the parent cgroup of the jobs is an idle group (cpu.idle): a page request takes a core from a job at once; a
+    # guard makes it a normal group for a second whenever jobs that want a core got almost none, as they do while the
+    # rest of the host wants every core (app/sandbox/cgroups.py, _idle_jobs and feed_jobs)
+    sandbox_jobs_idle: bool = True
     # tests only: the directory the GPU passthrough takes device nodes from; anything but /dev means "a test
     # tree of nodes made with mknod", whose nvidiaN nodes are the GPUs (no NVML)
     sandbox_gpu_dev_root: Path = Path("/dev")

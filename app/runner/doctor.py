@@ -129,8 +129,8 @@ def format_report(report: dict) -> str:
         lines.append(f"  CPU of all jobs together: {server['jobs_cpu_cores']:g} cores at most "
                      "(COURSE_SANDBOX_CPU_RESERVE keeps the rest for the web server)")
     if server.get("jobs_cpu_idle"):
-        lines.append("  jobs are an idle cgroup: a page request takes a core from them at once "
-                     "(COURSE_SANDBOX_JOBS_IDLE)")
+        lines.append("  jobs are an idle cgroup: a page request takes a core from them at once; a normal one "
+                     "for a second whenever they starve (COURSE_SANDBOX_JOBS_IDLE)")
     if server.get("refuse"):
         lines.append(f"  REFUSING TO RUN CODE: {server['refuse']}")
     elif server.get("unsafe_dev") and not server.get("isolate"):

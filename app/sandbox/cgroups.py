@@ -7,8 +7,10 @@ token, so several servers (several test sessions) on one machine never touch eac
 CPU: each job's group has one core per copy of the learner's program it runs at once (cpu.max; JobCgroup.set_cores),
 and the parent group of all jobs has the server's cores less a reserve (COURSE_SANDBOX_CPU_RESERVE), so however
 many jobs burn CPU, the web server beside the sandbox keeps that much of a core to answer pages. Where
-COURSE_SANDBOX_JOBS_IDLE asks for it, that parent group is also an idle group (cpu.idle): a page request that wakes up
-takes a core from a job at once instead of waiting out the job's time slice, and jobs starve while the host is busy.
+COURSE_SANDBOX_JOBS_IDLE asks for it (the default), that parent group is also an idle group (cpu.idle): a page request
+that wakes up takes a core from a job at once instead of waiting out the job's time slice. An idle group starves while
+the rest of the host wants every core, so a guard (CgroupManager.feed_jobs) makes it a normal group for a while
+whenever jobs that wanted a core got almost none.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ JOB_CPU_SHARES = 128
 JOB_CPU_WEIGHT = 12
 # microseconds; the smallest quota the kernel accepts (a reserve of every core still leaves jobs this much)
 MIN_QUOTA_US = 1_000
+# The idle group's starvation guard (CgroupManager.feed_jobs). Jobs "starved" when, over two looks in a row of at least
+# GUARD_WINDOW_S each, all of them together got under STARVED_CORES of CPU, and in the second their threads waited for
+# a core (run queue time, /proc/TID/schedstat) for at least STARVED_WAIT of it, summed: an idle group beside two busy
+# loops got 0.001-0.09 of a core (weight 3 against 1024 each, kernel/sched/sched.h WEIGHT_IDLEPRIO), and jobs beside
+# pages alone get 1-1.5 cores (bench/README, "Jobs in an idle group"). The wait tells a starved job from one that
+# sleeps or has just started. The group is then a normal one for NORMAL_HOLD_S.
+STARVED_CORES = 0.25
+STARVED_WAIT = 0.5
+GUARD_WINDOW_S = 0.1
+NORMAL_HOLD_S = 1.0
+GUARD_STALE_S = 3 * GUARD_WINDOW_S
 
 
 def _v1_mounts() -> dict[str, str]:
@@ -56,6 +69,20 @@ def _own_paths() -> dict[str, str]:
 def _write(path: str, value: object) -> None:
     with open(path, "w") as f:
         f.write(str(value))
+
+
+def _used_ns(version: str, dirs: dict[str, str]) -> int | None:
+    """CPU time used by the processes of a group and its children, in ns (v2 cpu.stat, v1 cpuacct.usage)."""
+    try:
+        if version == "v2":
+            for line in Path(f"{dirs['unified']}/cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec"):
+                    return int(line.split()[1]) * 1000
+        elif "cpuacct" in dirs:
+            return int(Path(f"{dirs['cpuacct']}/cpuacct.usage").read_text())
+    except OSError:
+        pass
+    return None
 
 
 def _cores_of(own_dir: str | None, version: str) -> float:
@@ -112,7 +139,12 @@ class CgroupManager:
         self._counter = 0
         self.cores = float(len(os.sched_getaffinity(0)))  # the cores this server's group may use
         self.jobs_quota_us: int | None = None  # the parent group's quota per CFS_PERIOD_US; None: no cap
-        self.jobs_idle = False  # whether the parent group of the jobs is an idle group (cpu.idle = 1)
+        self.jobs_idle = False  # whether the parent group of the jobs is an idle group (cpu.idle = 1) when not starved
+        self.idle_now = False  # cpu.idle as last written (feed_jobs turns it off for NORMAL_HOLD_S when jobs starve)
+        self.starved = 0  # how many times feed_jobs found the jobs starved
+        self._look: tuple[float, int] | None = None  # (monotonic s, the jobs' CPU ns) at feed_jobs' last look
+        self._waits: dict[str, int] | None = None  # the jobs' threads' run queue ns, read after a look that got little
+        self._normal_until = 0.0
         try:
             self._setup_v1() or self._setup_v2()
         except OSError as exc:
@@ -154,19 +186,75 @@ class CgroupManager:
         task at once for any other task that wakes, and treats a core that runs only idle groups as free when it
         places one (sched_idle_cpu). A task-level SCHED_IDLE does neither: the comparison is made between the
         group entities, and the jobs' group is a normal one (bench/README, "Jobs in an idle group"). The price: when
-        the rest of the host wants every core for long, jobs get almost nothing (an idle group's weight is 3 against
-        a task's 1024) and run into their wall-clock limit: beside two busy loops, 9 of 12 runs of a 4-rank job that
-        takes 1.1 s reached its 10 s limit. Hence opt-in (COURSE_SANDBOX_JOBS_IDLE), for hosts where nothing but
-        the web server competes with the jobs and pages come first."""
+        the rest of the host wants every core for long, an idle group gets almost nothing (its weight is 3 against
+        a task's 1024): beside two busy loops, 9 of 12 runs of a 4-rank job that takes 1.1 s reached its 10 s limit.
+        feed_jobs watches for that and makes the group a normal one while it lasts: with it, 5 of 5 such runs took
+        1.25-2.34 s (1.1 s without the idle group)."""
+        if self._set_idle(True):
+            self.jobs_idle = True
+
+    def _set_idle(self, on: bool) -> bool:
+        """Write the parent group's cpu.idle (the one writer of it); return whether it took."""
         base = self.bases.get("unified") or self.bases.get("cpu")
         if base is None:
-            return
+            return False
         try:
-            _write(f"{base}/cpu.idle", 1)
+            _write(f"{base}/cpu.idle", int(on))
         except OSError as exc:
-            self.reason += f"jobs not an idle group: {exc.strerror}; "
+            self.reason += f"jobs' cpu.idle not set to {int(on)}: {exc.strerror}; "
+            return False
+        self.idle_now = on
+        return True
+
+    def _jobs_waits(self) -> dict[str, int]:
+        """Each job thread's time spent waiting for a core so far, ns (the second field of /proc/TID/schedstat)."""
+        base = self.bases.get("unified") or self.bases.get("cpu")
+        waits: dict[str, int] = {}
+        for tasks in Path(base).glob("job-*/cgroup.threads" if self.version == "v2" else "job-*/tasks"):
+            try:
+                tids = tasks.read_text().split()
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    waits[tid] = int(Path(f"/proc/{tid}/schedstat").read_text().split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        return waits
+
+    def feed_jobs(self, now: float) -> None:
+        """The idle group's starvation guard; the server calls it as it polls running jobs (every CPU_POLL_S at
+        most). After two looks in a row in which the jobs got under STARVED_CORES and, in the second, waited for a
+        core for STARVED_WAIT of it, make their group a normal one for NORMAL_HOLD_S; then idle again. The threads'
+        waits are read only after a look that got that little, so jobs that get their cores cost one file read a
+        look."""
+        if not self.jobs_idle:
             return
-        self.jobs_idle = True
+        used = _used_ns(self.version, self.bases)  # all jobs together
+        if used is None:
+            return
+        if not self.idle_now:
+            if now < self._normal_until:
+                return
+            self._set_idle(True)
+        last, self._look = self._look, (now, used)
+        if last is None or now - last[0] > GUARD_STALE_S:
+            self._waits = None
+            return
+        if now - last[0] < GUARD_WINDOW_S:
+            self._look = last
+            return
+        if (used - last[1]) / 1e9 / (now - last[0]) >= STARVED_CORES:
+            self._waits = None
+            return
+        before, self._waits = self._waits, self._jobs_waits()
+        if before is None:
+            return
+        waited = sum(ns - before.get(tid, 0) for tid, ns in self._waits.items()) / 1e9
+        if waited >= STARVED_WAIT * (now - last[0]) and self._set_idle(False):
+            self._normal_until = now + NORMAL_HOLD_S
+            self._waits = None
+            self.starved += 1
 
     def jobs_cores(self) -> float | None:
         """The cores all jobs together may use (the parent's cpu.max); None: no cap."""
@@ -366,16 +454,8 @@ class JobCgroup:
 
     def cpu_seconds(self) -> float | None:
         """Return the CPU time the job used so far, in seconds."""
-        try:
-            if self.version == "v2":
-                for line in Path(f"{self.dirs['unified']}/cpu.stat").read_text().splitlines():
-                    if line.startswith("usage_usec"):
-                        return int(line.split()[1]) / 1e6
-            elif "cpuacct" in self.dirs:
-                return int(Path(f"{self.dirs['cpuacct']}/cpuacct.usage").read_text()) / 1e9
-        except OSError:
-            pass
-        return None
+        used = _used_ns(self.version, self.dirs)
+        return None if used is None else used / 1e9
 
     def oom_killed(self) -> bool:
         """Return whether the kernel's OOM killer killed a process of the job."""

@@ -396,8 +396,10 @@ class ForkServer(JobQueue):
         self.send({"op": "done", "id": job.id, "result": result, "report_asked": asked}, report)
 
     def check_limits(self) -> None:
-        """Stop jobs past their wall-clock deadline or CPU allowance."""
+        """Stop jobs past their wall-clock deadline or CPU allowance; keep an idle jobs' group from starving them."""
         now = time.monotonic()
+        if self.cgroups is not None and self.jobs:
+            self.cgroups.feed_jobs(now)
         for job in list(self.jobs.values()):
             if job.status is not None or job.killed:
                 continue

@@ -3,19 +3,25 @@
 Read from outside, from the job's own cgroup while it runs (the job names its process; the test finds it in the
 host's /proc): a graded job whose check also runs the program on the laptop (`also_runs_on`, two copies at once)
 gets two cores, a plain job one, and neither more than the parent group of all jobs, which keeps
-COURSE_SANDBOX_CPU_RESERVE for the web server and is an idle group only where COURSE_SANDBOX_JOBS_IDLE asks for one.
+COURSE_SANDBOX_CPU_RESERVE for the web server and is an idle group where COURSE_SANDBOX_JOBS_IDLE asks for one (the
+default), one that a busy host does not starve.
 Runs against both pools (conftest.py)."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 from app.content.exercises import load_exercises
 from app.core.config import ROOT
 from app.grading.grader import build_job
 from app.runner import Job
+from app.sandbox.cgroups import NORMAL_HOLD_S
 
 
 def _cpu_group(version: str, pid: int) -> Path:
@@ -101,10 +107,38 @@ def test_all_jobs_together_leave_the_reserve_to_the_web_server(sandbox):
 
 
 def test_the_jobs_group_is_an_idle_group_only_when_asked(sandbox):
-    """The parent group of every job has cpu.idle as COURSE_SANDBOX_JOBS_IDLE says (off by default: an idle group
-    starves jobs while the host is busy), read from a running job's own group."""
+    """The parent group of every job has cpu.idle as COURSE_SANDBOX_JOBS_IDLE says (on by default), read from a
+    running job's own group. The starvation guard may have made it a normal group for NORMAL_HOLD_S while this
+    suite's other worker kept the cores busy, so the read waits that out."""
     info = sandbox.runner.info
     wanted = sandbox.runner.settings.sandbox_jobs_idle
     assert info["jobs_cpu_idle"] is wanted, info.get("cgroup_note")
+
+    def settled(version: str, pid: int) -> int:
+        deadline = time.monotonic() + NORMAL_HOLD_S + 0.5
+        while (idle := _parent_idle(version, pid)) != int(wanted) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return idle
+
     name = "idle-" + secrets.token_hex(4)
-    assert set(_while_running(sandbox, Job(code=_program(name)), name, _parent_idle)) == {int(wanted)}
+    program = _program(name).replace("time.sleep(1.0)", "time.sleep(2.0)")
+    assert set(_while_running(sandbox, Job(code=program), name, settled)) == {int(wanted)}
+
+
+def test_an_idle_jobs_group_does_not_starve_jobs_while_the_host_is_busy(sandbox):
+    """With a busy loop on every core of the host, an idle group alone gives a job about 3/1024 of a core (its
+    weight against each loop's), and a job that needs 0.3 s of CPU runs into its 10 s wall-clock limit. The
+    starvation guard (CgroupManager.feed_jobs) makes the group a normal one while the job waits for a core, so the
+    job ends as it would beside the loops without the idle group."""
+    if not sandbox.runner.info["jobs_cpu_idle"]:
+        pytest.skip("the jobs' group is not an idle group here (COURSE_SANDBOX_JOBS_IDLE off, or no cpu.idle)")
+    code = ("import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3:\n    pass\n"
+            "print('spun', flush=True)\n")
+    loops = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in os.sched_getaffinity(0)]
+    try:
+        result = sandbox.run(Job(code=code))
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    assert (result.status, result.stdout.strip()) == ("ok", "spun"), result
