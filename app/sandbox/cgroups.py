@@ -471,16 +471,16 @@ class JobCgroup:
         stats = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
         return int(stats.get("oom_kill", 0)) > 0
 
-    def pids_limit_hit(self) -> bool:
-        """Return whether a fork or thread creation was refused by the pids limit."""
+    def pids_refused(self) -> int:
+        """How many forks or new threads the pids limit has refused in this job (pids.events' max); 0 without one."""
         d = self.dirs.get("unified") or self.dirs.get("pids")
         if d is None:
-            return False
+            return 0
         try:
             text = Path(f"{d}/pids.events").read_text()
         except OSError:
-            return False
-        return any(line.split()[:1] == ["max"] and int(line.split()[1]) > 0 for line in text.splitlines())
+            return 0
+        return next((int(line.split()[1]) for line in text.splitlines() if line.split()[:1] == ["max"]), 0)
 
     def try_remove(self) -> bool:
         """Remove the job's directories once, without waiting; return whether none is left (a group whose last

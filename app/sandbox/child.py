@@ -306,7 +306,7 @@ def _isolate(ctx: Context, limits, slot: int, warm: warmmod.Warm | None = None,
     nproc = None
     if ctx.isolate:
         # RLIMIT_NPROC counts the processes of the job's uid (in a user namespace: of that namespace only);
-        # with a pids cgroup it is only a backstop
+        # with a pids cgroup it is a backstop until the cgroup refuses a fork (server.refuse_forks_early)
         nproc = limits.pids * 4 if ctx.pids_cgroup else limits.pids
     isolation.apply_rlimits(limits, isolation.address_space_bytes(limits.memory_bytes, limits.pids), nproc,
                             cpu_used_s=warmmod.cpu_seconds_used() if warm else 0.0)

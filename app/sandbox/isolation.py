@@ -300,6 +300,29 @@ def apply_rlimits(limits, address_space: int, nproc: int | None, cpu_used_s: flo
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
+def refuse_forks_early(pids: list[int], nproc: int, uid: int) -> None:
+    """Set RLIMIT_NPROC of these running processes of one job, all of uid `uid`, to nproc (soft and hard).
+
+    Lowering another process's limit takes either CAP_SYS_RESOURCE, which the hosts of this project do not grant
+    even to root (CapEff lacks bit 24), or the same uid and gid as the process (Linux's check_prlimit_permission): so
+    a short-lived child of the server becomes the job's uid, lowers each limit and exits. A process that has exited
+    meanwhile is skipped."""
+    child = os.fork()
+    if child == 0:
+        status = 0
+        try:
+            drop_privileges(uid)
+            for pid in pids:
+                try:
+                    resource.prlimit(pid, resource.RLIMIT_NPROC, (nproc, nproc))
+                except (ProcessLookupError, PermissionError):
+                    pass  # gone, or no longer the job's (a pid reused in between)
+        except BaseException:  # noqa: BLE001 - a forked child never returns into the server's loop
+            status = 1
+        os._exit(status)
+    os.waitpid(child, 0)
+
+
 def nice_every_thread(nice: int) -> None:
     """Lower the priority of every thread (setpriority on Linux changes one thread; warm-up may have started more)."""
     for tid in os.listdir("/proc/self/task"):

@@ -67,6 +67,7 @@ class RunningJob:
         self.status: int | None = None  # raw wait status of the zygote's child (the job process)
         self.cpu_s: float | None = None
         self.cpu_base = 0.0  # CPU seconds the child's cgroup had used when the job was handed over
+        self.pids_refused = 0  # forks the pids cgroup had refused when the server last lowered RLIMIT_NPROC
         self.batch: list[list[str]] = []
 
     def cpu_used(self) -> float | None:

@@ -385,7 +385,7 @@ class ForkServer(JobQueue):
                 ("".join(job.text["stderr"]) + setup).strip()[-500:] or f"wait status {status}")
         report, asked = None, False
         try:
-            result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_limit_hit()),
+            result = job.result(cgroup_oom=bool(cg and cg.oom_killed()), pids_hit=bool(cg and cg.pids_refused()),
                                 setup_error=setup_error)
             report, asked = job.passed_report()
         except Exception as exc:  # noqa: BLE001 - this job's result could not be made: it alone ends in error
@@ -411,6 +411,24 @@ class ForkServer(JobQueue):
                 if cpu is not None and cpu >= job.limits.cpu_s:
                     job.cpu_s = cpu
                     self.kill(job, "cpu")
+                elif self.ctx.isolate and not self.ctx.userns:  # the job runs as a uid of its own slot
+                    self.refuse_forks_early(job)
+
+    def refuse_forks_early(self, job: RunningJob) -> None:
+        """Once the pids cgroup has refused one of the job's forks, have RLIMIT_NPROC refuse the next ones.
+
+        The cgroup refuses a fork only after the kernel has copied the forking process's whole address space
+        (cgroup_can_fork comes after copy_mm in Linux's copy_process): 2.6-3.0 ms of CPU per refused fork of a process
+        with torch loaded, so a fork bomb that keeps retrying spent its core in the kernel (bench/README, "Jobs in an
+        idle group"). RLIMIT_NPROC is checked before that copy (5.8 us per refusal), but its refusals leave no count,
+        and the cgroup's count is how the learner is told that the limit was reached: so a job starts with the rlimit
+        as a backstop above the cgroup's limit (child.py), and it comes down to the cgroup's limit here, once the
+        cgroup has refused, and counted, a fork. A process forked between the listing and the lowering keeps the
+        backstop; its first refusal is counted too, and the next check (within CPU_POLL_S) lowers its limit."""
+        refused = job.child.cgroup.pids_refused()
+        if refused > job.pids_refused:
+            job.pids_refused = refused
+            isolation.refuse_forks_early(job.child.cgroup.pids(), job.limits.pids, self.ctx.uid_base + job.child.slot)
 
     def on_control(self, reader: protocol.FrameReader) -> None:
         """Handle frames from the runner."""
