@@ -40,6 +40,7 @@ STARVED_CORES = 0.25
 STARVED_WAIT = 0.5
 GUARD_WINDOW_S = 0.1
 NORMAL_HOLD_S = 1.0
+# seconds; a look longer than this (the server had no job to poll for) starts over instead of judging the gap
 GUARD_STALE_S = 3 * GUARD_WINDOW_S
 
 
@@ -141,7 +142,6 @@ class CgroupManager:
         self.jobs_quota_us: int | None = None  # the parent group's quota per CFS_PERIOD_US; None: no cap
         self.jobs_idle = False  # whether the parent group of the jobs is an idle group (cpu.idle = 1) when not starved
         self.idle_now = False  # cpu.idle as last written (feed_jobs turns it off for NORMAL_HOLD_S when jobs starve)
-        self.starved = 0  # how many times feed_jobs found the jobs starved
         self._look: tuple[float, int] | None = None  # (monotonic s, the jobs' CPU ns) at feed_jobs' last look
         self._waits: dict[str, int] | None = None  # the jobs' threads' run queue ns, read after a look that got little
         self._normal_until = 0.0
@@ -254,7 +254,6 @@ class CgroupManager:
         if waited >= STARVED_WAIT * (now - last[0]) and self._set_idle(False):
             self._normal_until = now + NORMAL_HOLD_S
             self._waits = None
-            self.starved += 1
 
     def jobs_cores(self) -> float | None:
         """The cores all jobs together may use (the parent's cpu.max); None: no cap."""
