@@ -222,38 +222,40 @@ class CgroupManager:
                     continue
         return waits
 
-    def feed_jobs(self, now: float) -> None:
+    def feed_jobs(self, now: float) -> bool:
         """The idle group's starvation guard; the server calls it as it polls running jobs (every CPU_POLL_S at
         most). After two looks in a row in which the jobs got under STARVED_CORES and, in the second, waited for a
         core for STARVED_WAIT of it, make their group a normal one for NORMAL_HOLD_S; then idle again. The threads'
         waits are read only after a look that got that little, so jobs that get their cores cost one file read a
-        look."""
+        look. Returns whether this look found the jobs starved."""
         if not self.jobs_idle:
-            return
+            return False
         used = _used_ns(self.version, self.bases)  # all jobs together
         if used is None:
-            return
+            return False
         if not self.idle_now:
             if now < self._normal_until:
-                return
+                return False
             self._set_idle(True)
         last, self._look = self._look, (now, used)
         if last is None or now - last[0] > GUARD_STALE_S:
             self._waits = None
-            return
+            return False
         if now - last[0] < GUARD_WINDOW_S:
             self._look = last
-            return
+            return False
         if (used - last[1]) / 1e9 / (now - last[0]) >= STARVED_CORES:
             self._waits = None
-            return
+            return False
         before, self._waits = self._waits, self._jobs_waits()
         if before is None:
-            return
+            return False
         waited = sum(ns - before.get(tid, 0) for tid, ns in self._waits.items()) / 1e9
-        if waited >= STARVED_WAIT * (now - last[0]) and self._set_idle(False):
-            self._normal_until = now + NORMAL_HOLD_S
-            self._waits = None
+        if waited < STARVED_WAIT * (now - last[0]) or not self._set_idle(False):
+            return False
+        self._normal_until = now + NORMAL_HOLD_S
+        self._waits = None
+        return True
 
     def jobs_cores(self) -> float | None:
         """The cores all jobs together may use (the parent's cpu.max); None: no cap."""

@@ -32,7 +32,7 @@ from collections import deque
 
 from app.sandbox import child as childmod
 from app.sandbox import gpus, isolation, jobstate, pools, protocol, startup
-from app.sandbox.cgroups import CgroupManager
+from app.sandbox.cgroups import NORMAL_HOLD_S, CgroupManager
 from app.sandbox.job_limits import Limits
 from app.sandbox.jobqueue import JobQueue
 from app.sandbox.jobstate import RunningJob, limit_message
@@ -53,6 +53,9 @@ RETIRE_BACKLOG = 4
 # every RETIRE_SLOW_S: a process stuck in the kernel must not keep the server waking 200 times a second
 RETIRE_WARN_S = 5.0
 RETIRE_SLOW_S = 1.0
+# seconds; the least time between two notes in the log that jobs starved for a core (CgroupManager.feed_jobs): a host
+# that stays busy would otherwise log every NORMAL_HOLD_S
+STARVED_NOTE_S = 60.0
 # a job whose bytes could not be read or passed on (see _fail_job): the job alone ends with this
 UNREADABLE = ("the grader could not read this run's report; this is not your code's fault if it ran normally: "
               "run it again")
@@ -82,6 +85,8 @@ class ForkServer(JobQueue):
         self.zygote: Zygote | None = None
         self.zygote_gone = False  # its socket closed: no pid or fate will come any more
         self._wake_r = self._wake_w = -1
+        self.starved_noted_at = -STARVED_NOTE_S  # monotonic s of the last note that jobs starved (see _note_starved)
+        self.starved_since_note = 0
 
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> None:
@@ -398,8 +403,8 @@ class ForkServer(JobQueue):
     def check_limits(self) -> None:
         """Stop jobs past their wall-clock deadline or CPU allowance; keep an idle jobs' group from starving them."""
         now = time.monotonic()
-        if self.cgroups is not None and self.jobs:
-            self.cgroups.feed_jobs(now)
+        if self.cgroups is not None and self.jobs and self.cgroups.feed_jobs(now):
+            self._note_starved(now)
         for job in list(self.jobs.values()):
             if job.status is not None or job.killed:
                 continue
@@ -413,6 +418,16 @@ class ForkServer(JobQueue):
                     self.kill(job, "cpu")
                 elif self.ctx.isolate and not self.ctx.userns:  # the job runs as a uid of its own slot
                     self.refuse_forks_early(job)
+
+    def _note_starved(self, now: float) -> None:
+        """Tell the operator, once a STARVED_NOTE_S at most, that jobs starved for a core: something beside the
+        sandbox wants every core, and jobs run slower than they should (their idle group is a normal one meanwhile)."""
+        self.starved_since_note += 1
+        if now - self.starved_noted_at >= STARVED_NOTE_S:
+            log(f"jobs starved for a core ({self.starved_since_note} time(s) since the last such note): something "
+                f"else on this host wants every core, so their idle cgroup is a normal one for {NORMAL_HOLD_S:g} s "
+                "each time (COURSE_SANDBOX_JOBS_IDLE, docs/security.md#cpu)")
+            self.starved_noted_at, self.starved_since_note = now, 0
 
     def refuse_forks_early(self, job: RunningJob) -> None:
         """Once the pids cgroup has refused one of the job's forks, have RLIMIT_NPROC refuse the next ones.
