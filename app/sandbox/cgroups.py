@@ -155,6 +155,11 @@ class CgroupManager:
         if self.bases and jobs_idle:
             self._idle_jobs()
 
+    @property
+    def _cpu_base(self) -> str | None:
+        """The parent group of the jobs where its CPU files are (v2's one tree, or v1's cpu controller)."""
+        return self.bases.get("unified") or self.bases.get("cpu")
+
     def _cap_jobs(self, reserve: float) -> None:
         """Give the parent group of the jobs (this group's cores - reserve) cores at most, all jobs together.
 
@@ -162,7 +167,7 @@ class CgroupManager:
         the web server, so four one-core jobs on two cores still took a core from it and page p99 doubled. A
         quota is a ceiling instead: what jobs cannot take stays the web server's (and idle otherwise: a reserve
         of half a core leaves 1.5 of 2 cores to jobs even when no page is asked for)."""
-        base = self.bases.get("unified") or self.bases.get("cpu")
+        base = self._cpu_base
         if base is None:
             return
         quota = max(MIN_QUOTA_US, int((self.cores - reserve) * CFS_PERIOD_US))
@@ -195,7 +200,7 @@ class CgroupManager:
 
     def _set_idle(self, on: bool) -> bool:
         """Write the parent group's cpu.idle (the one writer of it); return whether it took."""
-        base = self.bases.get("unified") or self.bases.get("cpu")
+        base = self._cpu_base
         if base is None:
             return False
         try:
@@ -208,7 +213,7 @@ class CgroupManager:
 
     def _jobs_waits(self) -> dict[str, int]:
         """Each job thread's time spent waiting for a core so far, ns (the second field of /proc/TID/schedstat)."""
-        base = self.bases.get("unified") or self.bases.get("cpu")
+        base = self._cpu_base
         waits: dict[str, int] = {}
         for tasks in Path(base).glob("job-*/cgroup.threads" if self.version == "v2" else "job-*/tasks"):
             try:
