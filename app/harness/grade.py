@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from app.harness import session, stdio
+from app.harness import randomness, session, stdio
 from app.harness.contract import GradeSpec, JobPayload, Report
 from app.harness.elsewhere import Elsewhere, drop_spare
 from app.harness.machine.builds import Availability
@@ -295,7 +295,9 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     KEPT_NAMESPACES.append(namespace)
     elsewhere = Elsewhere()
     if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
-        spare_job = {"code": code, "filename": filename, "host": payload.get("host")}
+        # the spare was forked before this job came: its copy starts from this run's random state too
+        spare_job = {"code": code, "filename": filename, "host": payload.get("host"),
+                     "seed": torch.default_generator.initial_seed()}
         elsewhere.start(grade["elsewhere"], lambda host: _run_elsewhere(job, code, filename, host), spare_job)
     else:
         drop_spare()
@@ -337,7 +339,9 @@ def _run_elsewhere(job: session.Session, code: str, filename: str, host) -> dict
 def serve_spare(command: dict, host) -> dict:
     """In the spare (elsewhere.fork_spare): take the program as the graded run did (its file's lines, the session
     built ahead) and run it on `host`. What the job process sets up at its hand-over (app/sandbox/child.py) and a
-    forked copy would inherit is set up here too: no bytecode written, stdin read as text."""
+    forked copy would inherit is set up here too: no bytecode written, stdin read as text, the graded run's random
+    state."""
+    randomness.fresh(command.get("seed"))
     sys.dont_write_bytecode = True
     sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
     filename, code = command["filename"], command["code"]

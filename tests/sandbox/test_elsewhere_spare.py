@@ -40,6 +40,14 @@ if not torch.cuda.is_available():
     raise RuntimeError(str(os.getppid()))
 print("graded", os.getpid())
 """
+# each copy names its random seed; the graded run prints its own
+SEEDS = """\
+import torch
+
+if not torch.cuda.is_available():
+    raise RuntimeError(str(torch.initial_seed()))
+print("graded", torch.initial_seed())
+"""
 SETTLE_S = 2.5  # s; long enough for the pool's children (and the spare) to be waiting before a job comes
 
 
@@ -86,6 +94,25 @@ def test_the_spare_forks_the_second_copy_itself_and_the_graded_run_forks_none(sp
     assert first["completed"] and second["completed"], result.report["elsewhere"]
     assert int(first["exception"]["message"]) == graded  # the spare, forked by the graded job's process ahead
     assert int(second["exception"]["message"]) not in (graded, 0, 1)  # the spare, not the graded run
+
+
+def test_every_copy_starts_from_the_graded_runs_random_seed(spared, exercises):
+    """The job draws a new seed at its start (app/harness/randomness.py): a copy forked from the graded run inherits
+    it, the spare (forked before the job came) and the copy it forks are handed it."""
+    training, mac = exercises["training-loop"], exercises["runs-on-a-mac"]
+    own_limits = replace(spared.runner.limits, wall_s=spared.runner.limits.wall_s + 1)  # a child forked for it
+    jobs = [build_job(training, SEEDS)[0], build_job(mac, SEEDS)[0]]
+    jobs.append(replace(jobs[0], limits=own_limits))  # no spare: the graded run forks its copy
+    seeds = set()
+    for job in jobs:
+        time.sleep(SETTLE_S)
+        result = spared.run(job)
+        assert result.status == "ok" and result.report, result
+        graded = result.stdout.split()[-1]
+        assert [copy["exception"]["message"] for copy in result.report["elsewhere"]] == [graded] * len(
+            result.report["elsewhere"]), (graded, result.report["elsewhere"])
+        seeds.add(graded)
+    assert len(seeds) == len(jobs)  # and each job's its own
 
 
 def test_the_solution_graded_with_its_copy_in_the_spare_passes(spared, exercises):

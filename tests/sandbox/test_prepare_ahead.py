@@ -218,7 +218,9 @@ def test_the_simulations_warm_up_in_a_waiting_child_leaves_nothing_behind():
 PROGRAM = """\
 import time, torch
 wall, mono = time.time(), time.monotonic()
-print("unseeded", torch.rand(3).tolist(), torch.nn.Linear(2, 1).weight.tolist())  # the fork server's random state
+# the GPU's generator, unseeded: CUDA's fixed default seed, which no warm-up of a waiting child may have moved (the
+# host's generator is each job's own, drawn at its start: app/harness/randomness.py)
+print("unseeded", torch.cuda.initial_seed(), torch.rand(3, device="cuda").tolist())
 torch.manual_seed(0)
 model = torch.nn.Linear(64, 8).to("cuda")
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -242,7 +244,7 @@ print("clocks", repr(wall), repr(mono))
 def ahead(tmp_path_factory):
     """A real sandbox whose waiting child builds the default machine ahead (one child, as in the other sandbox
     tests). A job with limits of its own always gets a child forked for it, which builds nothing: the same job
-    both ways, in one fork server (whose random state every job starts from)."""
+    both ways, in one fork server."""
     with BlockingRunner(make_settings(tmp_path_factory.mktemp("ahead"), sandbox_prefork=1)) as runner:
         yield runner
 

@@ -1,0 +1,67 @@
+"""Each job and each rank starts with a new interpreter's random state (app/harness/randomness.py), through the real
+sandbox: not the fork server's, which every job it forked would share, so an unseeded program's numbers differ
+from run to run as `python main.py`'s do, and a seeded one's stay the same."""
+
+from __future__ import annotations
+
+import json
+
+from app.harness.contract import PLAIN_CPU
+from app.runner import Job
+from tests.sandbox.test_ranks import by_rank, run_ranks
+
+# what a program draws without seeding anything: torch's CPU seed and values, NumPy's and Python's
+UNSEEDED = """\
+import json, random
+import numpy
+import torch
+
+print(json.dumps({"seed": torch.initial_seed(), "torch": torch.rand(4).tolist(), "numpy": numpy.random.rand(4).tolist(),
+                  "python": random.random()}))
+"""
+SEEDED = """\
+import numpy
+import torch
+
+torch.manual_seed(0)
+numpy.random.seed(0)
+print(torch.rand(4).tolist(), numpy.random.rand(4).tolist())
+"""
+# torch's CUDA generators are seeded with default_rng_seed_val in a new process (ATen/cuda/CUDAGeneratorImpl.h)
+CUDA_DEFAULT_SEED = 67280421310721
+ON_THE_GPU = """\
+import torch
+
+print(torch.cuda.initial_seed(), torch.rand(4, device="cuda").tolist())
+"""
+
+
+def _drawn(sandbox, code: str, **job) -> str:
+    result = sandbox.run(Job(code=code, filename="main.py", **job))
+    assert (result.status, result.exit_code) == ("ok", 0), result.stderr
+    return result.stdout
+
+
+def test_unseeded_jobs_of_one_server_draw_different_numbers(sandbox):
+    for host in ({}, {"host": PLAIN_CPU}):  # the simulated GPU's host and the plain CPU's
+        runs = [json.loads(_drawn(sandbox, UNSEEDED, **host)) for _ in range(3)]
+        for key in ("seed", "torch", "numpy", "python"):
+            values = [json.dumps(run[key]) for run in runs]
+            assert len(set(values)) == 3, (key, values)
+
+
+def test_a_seeded_job_draws_the_same_numbers_every_run(sandbox):
+    assert len({_drawn(sandbox, SEEDED) for _ in range(3)}) == 1
+
+
+def test_the_simulated_gpus_generator_keeps_cudas_fixed_default_seed(sandbox):
+    runs = {_drawn(sandbox, ON_THE_GPU) for _ in range(2)}
+    assert len(runs) == 1, runs  # unseeded GPU values repeat, as on a real card
+    assert runs.pop().split()[0] == str(CUDA_DEFAULT_SEED)
+
+
+def test_each_rank_draws_a_seed_of_its_own(sandbox):
+    r = run_ranks(sandbox, "import torch\nprint(torch.initial_seed())\n")
+    assert (r.status, r.exit_code) == ("ok", 0), r.stderr
+    seeds = {rank: lines[0] for rank, lines in by_rank(r.stdout).items()}
+    assert sorted(seeds) == [0, 1] and seeds[0] != seeds[1], seeds
