@@ -8,7 +8,8 @@ before forking, so the child never needs to read project files (which its mount 
     grade.py         grading mode: run the learner's file under the tracer, then the exercise's probe; one report
     launch.py        several ranks in one job, as torchrun starts them: the launcher (rank.py: one rank)
     launchers.py     `accelerate launch` instead of torchrun: its environment
-    randomness.py    a new interpreter's random state for each job and each rank (not the fork server's)
+    interpreter.py   what `python main.py` gives the learner's script, for each job and each rank: its command
+                     line, its folder on sys.path, a random state of its own (not the fork server's)
     report.py        the ranks' reports merged into one
     session.py       one job's simulated host, wired together (both modes); a waiting child may wire the default
                      machine's ahead, before its job comes
@@ -40,7 +41,7 @@ from app.harness.contract import JobPayload, SimulatedHost
 def load() -> None:
     """Import every part a job runs (torch with them), word one device mismatch and read backward's signatures, so
     that every forked job starts with them loaded; the fork server calls this once, before its first fork."""
-    from app.harness import grade, launch, launchers, plain, randomness, session, stdio  # noqa: F401
+    from app.harness import grade, interpreter, launch, launchers, plain, session, stdio  # noqa: F401
     from app.harness.machine import chrome_trace, clock  # noqa: F401
     from app.harness.tracing import hooks
     from app.harness.wording import wording
@@ -85,17 +86,17 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     """
     from app.harness import elsewhere as _elsewhere  # each loaded already in the fork server (load())
     from app.harness import grade as _grade
+    from app.harness import interpreter as _interpreter
     from app.harness import launch as _launch
     from app.harness import launchers as _launchers
     from app.harness import plain as _plain
-    from app.harness import randomness as _randomness
     from app.harness import session as _session
     from app.harness import stdio as _stdio
     from app.harness.machine import chrome_trace as _chrome_trace
     from app.harness.machine import clock as _clock
 
     key_source = request_key or channel.no_key
-    _randomness.fresh()  # as a new interpreter: not the fork server's random state, which every job would share
+    _interpreter.start(payload.get("filename") or "main.py")  # not the fork server's argv and random state
     if payload.get("mode") != "grade":
         _elsewhere.drop_spare()  # only a graded run's copy uses it
     if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from app.harness import randomness, session, stdio
+from app.harness import interpreter, session, stdio
 from app.harness.contract import GradeSpec, JobPayload, Report
 from app.harness.elsewhere import Elsewhere, drop_spare
 from app.harness.machine.builds import Availability
@@ -339,12 +339,12 @@ def _run_elsewhere(job: session.Session, code: str, filename: str, host) -> dict
 def serve_spare(command: dict, host) -> dict:
     """In the spare (elsewhere.fork_spare): take the program as the graded run did (its file's lines, the session
     built ahead) and run it on `host`. What the job process sets up at its hand-over (app/sandbox/child.py) and a
-    forked copy would inherit is set up here too: no bytecode written, stdin read as text, the graded run's random
-    state."""
-    randomness.fresh(command.get("seed"))
+    forked copy would inherit is set up here too: no bytecode written, stdin read as text, the script's command line
+    and the graded run's random seed (interpreter.py)."""
     sys.dont_write_bytecode = True
     sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
     filename, code = command["filename"], command["code"]
+    interpreter.start(filename, command.get("seed"))
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     job = session.prepare({"host": command["host"], "nproc": 1}, filename, grading=True)
     return _run_elsewhere(job, code, filename, host)

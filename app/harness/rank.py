@@ -19,7 +19,7 @@ import signal
 import sys
 import traceback
 
-from app.harness import grade, plain, randomness, session
+from app.harness import grade, interpreter, plain, session
 from app.harness.contract import JobPayload, SimulatedHost
 from app.harness.machine import chrome_trace, clock
 from app.harness.machine.clock import REAL_MONOTONIC
@@ -67,7 +67,7 @@ def start(payload: dict, rank: int, env: dict[str, str], fds: tuple[int, int, in
             os.dup2(fd, target)
         os.closerange(CHANNEL_FD + 1, MAX_FD)  # the job's report and status pipes, the other ranks' pipes
         os.environ.update(env)
-        randomness.fresh()  # each rank is a new interpreter under torchrun, with a seed of its own
+        interpreter.start(payload.get("filename") or "main.py")  # under torchrun each rank is a new interpreter
         code = run(payload, rank)
     except BaseException:  # the harness itself broke: show it like Python would
         traceback.print_exc()

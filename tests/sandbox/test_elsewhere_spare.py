@@ -97,7 +97,7 @@ def test_the_spare_forks_the_second_copy_itself_and_the_graded_run_forks_none(sp
 
 
 def test_every_copy_starts_from_the_graded_runs_random_seed(spared, exercises):
-    """The job draws a new seed at its start (app/harness/randomness.py): a copy forked from the graded run inherits
+    """The job draws a new seed at its start (app/harness/interpreter.py): a copy forked from the graded run inherits
     it, the spare (forked before the job came) and the copy it forks are handed it."""
     training, mac = exercises["training-loop"], exercises["runs-on-a-mac"]
     own_limits = replace(spared.runner.limits, wall_s=spared.runner.limits.wall_s + 1)  # a child forked for it

@@ -219,7 +219,7 @@ PROGRAM = """\
 import time, torch
 wall, mono = time.time(), time.monotonic()
 # the GPU's generator, unseeded: CUDA's fixed default seed, which no warm-up of a waiting child may have moved (the
-# host's generator is each job's own, drawn at its start: app/harness/randomness.py)
+# host's generator is each job's own, drawn at its start: app/harness/interpreter.py)
 print("unseeded", torch.cuda.initial_seed(), torch.rand(3, device="cuda").tolist())
 torch.manual_seed(0)
 model = torch.nn.Linear(64, 8).to("cuda")

@@ -1,6 +1,7 @@
-"""Each job and each rank starts with a new interpreter's random state (app/harness/randomness.py), through the real
-sandbox: not the fork server's, which every job it forked would share, so an unseeded program's numbers differ
-from run to run as `python main.py`'s do, and a seeded one's stay the same."""
+"""Each job and each rank starts as `python main.py` would (app/harness/interpreter.py), through the real sandbox, not
+with the fork server's interpreter state, which every job it forked would share: the script's own command line
+(argparse works), its folder first on sys.path, and a random state of its own, so an unseeded program's numbers
+differ from run to run as `python main.py`'s do, and a seeded one's stay the same."""
 
 from __future__ import annotations
 
@@ -10,6 +11,20 @@ from app.harness.contract import PLAIN_CPU
 from app.runner import Job
 from tests.sandbox.test_ranks import by_rank, run_ranks
 
+# a training script's options, none given; the script's command line and path; a module it writes beside itself
+SCRIPT = """\
+import argparse, json, os, sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=3)
+args = parser.parse_args()
+with open("helper.py", "w") as f:
+    f.write("ANSWER = 42\\n")
+import helper
+
+print(json.dumps({"epochs": args.epochs, "argv": sys.argv, "orig_argv": sys.orig_argv[1:],
+                  "path0_is_cwd": sys.path[0] == os.getcwd(), "helper": helper.ANSWER}))
+"""
 # what a program draws without seeding anything: torch's CPU seed and values, NumPy's and Python's
 UNSEEDED = """\
 import json, random
@@ -42,6 +57,14 @@ def _drawn(sandbox, code: str, **job) -> str:
     return result.stdout
 
 
+def test_a_job_sees_its_own_command_line_not_the_servers(sandbox):
+    expected = {"epochs": 3, "argv": ["main.py"], "orig_argv": ["main.py"], "path0_is_cwd": True, "helper": 42}
+    for host in ({}, {"host": PLAIN_CPU}):
+        assert json.loads(_drawn(sandbox, SCRIPT, **host)) == expected
+    graded = sandbox.run(Job(code=SCRIPT, filename="main.py", mode="grade", grade={"exercise": "t", "probe": None}))
+    assert graded.status == "ok" and json.loads(graded.stdout) == expected, graded
+
+
 def test_unseeded_jobs_of_one_server_draw_different_numbers(sandbox):
     for host in ({}, {"host": PLAIN_CPU}):  # the simulated GPU's host and the plain CPU's
         runs = [json.loads(_drawn(sandbox, UNSEEDED, **host)) for _ in range(3)]
@@ -58,6 +81,16 @@ def test_the_simulated_gpus_generator_keeps_cudas_fixed_default_seed(sandbox):
     runs = {_drawn(sandbox, ON_THE_GPU) for _ in range(2)}
     assert len(runs) == 1, runs  # unseeded GPU values repeat, as on a real card
     assert runs.pop().split()[0] == str(CUDA_DEFAULT_SEED)
+
+
+def test_each_rank_sees_the_scripts_command_line(sandbox):
+    r = run_ranks(sandbox, SCRIPT)
+    assert (r.status, r.exit_code) == ("ok", 0), r.stderr
+    lines = by_rank(r.stdout)
+    assert sorted(lines) == [0, 1]
+    for rank_lines in lines.values():
+        seen = json.loads(rank_lines[0])
+        assert (seen["epochs"], seen["argv"], seen["orig_argv"]) == (3, ["ranks.py"], ["ranks.py"]), seen
 
 
 def test_each_rank_draws_a_seed_of_its_own(sandbox):

@@ -1,0 +1,58 @@
+"""What `python main.py` gives a script that a job would otherwise inherit from the fork server.
+
+Every job is forked from the warm fork server, and every rank from its launcher or machine keeper, so each would
+start with the server's own interpreter state. Two parts of it a script reads:
+
+- **Its command line.** `sys.argv` was the server's (its path, its whole configuration as JSON, a descriptor
+  number), so a script that parses its arguments (argparse, as training scripts started by torchrun do) stopped at
+  "unrecognized arguments" with the sandbox's configuration on screen; `sys.orig_argv` said `-m
+  app.sandbox.server`, and `sys.path[0]` was the server's folder, not the script's. A script started as
+  `python main.py`, `torchrun ... main.py` or `accelerate launch main.py` (no arguments of its own: the course
+  passes none) has `sys.argv == ["main.py"]` and its own folder first on sys.path (the job's working directory,
+  where its file would be).
+- **Its random state.** An unseeded `torch.rand(2)` printed the same numbers in every job one server ran (one
+  learner's run after another's, every rank of a job alike), where `python main.py` prints new ones each time and
+  torchrun's ranks each draw their own. A new interpreter seeds:
+  - torch's CPU generator from the OS (ATen/CPUGeneratorImpl.cpp, getDefaultCPUGenerator:
+    c10::detail::getNonDeterministicRandom), which `torch.initial_seed()` reports;
+  - NumPy's global RandomState from the OS, when numpy.random is imported (numpy/random/mtrand.pyx: RandomState());
+  - Python's `random` from the OS, which CPython itself redoes in a forked child (random.py: os.register_at_fork).
+  CUDA's generators are left alone: a new process's CUDA seed is the fixed default_rng_seed_val, 67280421310721
+  (ATen/cuda/CUDAGeneratorImpl.h), which the simulated GPU reports already, so unseeded GPU values repeat run to
+  run there as on a real card.
+
+What cannot be made new in a forked process stays the server's: the string hash secret (PYTHONHASHSEED is read when
+an interpreter starts), so `hash("abc")` and a set of strings' order are the same in every job of one server.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+SEED_BYTES = 8  # torch's seeds are 64-bit (torch.manual_seed takes up to 0xffff_ffff_ffff_ffff)
+
+
+def start(filename: str, seed: int | None = None) -> int:
+    """Give this process what a new interpreter running the learner's `filename` has: its command line, its folder
+    first on sys.path, and a random state drawn from the OS (or from `seed`: a copy of the graded run elsewhere
+    starts where the run started); return the seed, which `torch.initial_seed()` then reads."""
+    sys.argv = [filename]
+    sys.orig_argv = [sys.executable, filename]
+    if sys.path:
+        sys.path[0] = os.getcwd()
+    return fresh_random_state(seed)
+
+
+def fresh_random_state(seed: int | None = None) -> int:
+    """Seed torch's CPU generator, and NumPy's global state where numpy.random is imported, from the OS or from
+    `seed`; return the seed."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(SEED_BYTES), "little")
+    torch.default_generator.manual_seed(seed)
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:  # its legacy seeding takes 32-bit words: the seed's two halves
+        numpy_random.seed([seed & 0xFFFF_FFFF, seed >> 32])
+    return seed
