@@ -291,7 +291,7 @@ def collect(payload: JobPayload, grade: GradeSpec, show_traceback=None) -> tuple
     job = session.prepare(payload, filename, grading=True)
     tracer, avail = job.tracer, job.availability
     originals["Module.to"] = torch.nn.Module.to
-    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    namespace = interpreter.main_module(filename)
     KEPT_NAMESPACES.append(namespace)
     elsewhere = Elsewhere()
     if grade.get("elsewhere") and not job.real_cuda:  # a real GPU cannot be hidden from the program
@@ -332,7 +332,7 @@ def _run_elsewhere(job: session.Session, code: str, filename: str, host) -> dict
         tracer.mps.fallback = None
         tracer.mps.watch_import(filename)
     avail.become(host)  # for good: the copy ends with this run
-    other = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    other = interpreter.main_module(filename)
     return _run_learner(code, filename, other, lambda text: None)
 
 

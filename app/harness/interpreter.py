@@ -21,14 +21,23 @@ start with the server's own interpreter state. Two parts of it a script reads:
   (ATen/cuda/CUDAGeneratorImpl.h), which the simulated GPU reports already, so unseeded GPU values repeat run to
   run there as on a real card.
 
+- **Its `__main__` module.** The learner's file ran in a dict while `sys.modules["__main__"]` was the fork server's
+  module, so anything that finds a class of the script's by its module failed: `torch.save(model)` of a whole model
+  and `pickle.dumps` raised "Can't pickle <class '__main__.Net'>: attribute lookup Net on __main__ failed", and
+  `inspect.getsource(Net)` looked in the server's file. The file now runs in a module of its own, registered as
+  `__main__` (`__builtins__` the builtins module, `__spec__` and `__package__` None, as Python's runpy leaves a
+  script's).
+
 What cannot be made new in a forked process stays the server's: the string hash secret (PYTHONHASHSEED is read when
 an interpreter starts), so `hash("abc")` and a set of strings' order are the same in every job of one server.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
+import types
 
 import torch
 
@@ -44,6 +53,16 @@ def start(filename: str, seed: int | None = None) -> int:
     if sys.path:
         sys.path[0] = os.getcwd()
     return fresh_random_state(seed)
+
+
+def main_module(filename: str) -> dict:
+    """A new `__main__` module for the learner's file, registered in sys.modules as a script's is; return its
+    namespace, which the file runs in."""
+    module = types.ModuleType("__main__")  # __doc__, __package__, __loader__ and __spec__ None
+    module.__file__ = filename
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    return module.__dict__
 
 
 def fresh_random_state(seed: int | None = None) -> int:

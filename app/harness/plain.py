@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from app.harness import grade as _grade
-from app.harness import stdio
+from app.harness import interpreter, stdio
 
 
 def print_learner_traceback(exc: BaseException, filename: str) -> None:
@@ -21,7 +21,7 @@ def run_plain(code: str, filename: str, show_traceback=None) -> int:
     """Run code as `__main__` under filename; return the process exit code.
 
     show_traceback(text) shows the learner's traceback (default: on stderr, from the learner's own file on)."""
-    namespace = {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__}
+    namespace = interpreter.main_module(filename)
     _grade.KEPT_NAMESPACES.append(namespace)  # its objects are never finalised (see grade.KEPT_NAMESPACES)
     try:
         exec(compile(code, filename, "exec"), namespace)

@@ -25,6 +25,27 @@ import helper
 print(json.dumps({"epochs": args.epochs, "argv": sys.argv, "orig_argv": sys.orig_argv[1:],
                   "path0_is_cwd": sys.path[0] == os.getcwd(), "helper": helper.ANSWER}))
 """
+# a class of the script's, found by its module: a whole model saved and loaded, pickled, its source read
+WHOLE_MODEL = """\
+import inspect, io, pickle, sys
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 1)
+
+
+buf = io.BytesIO()
+torch.save(Net().to("cuda"), buf)
+buf.seek(0)
+model = torch.load(buf, weights_only=False)
+print(type(model).__name__, model.fc.weight.device, type(pickle.loads(pickle.dumps(Net()))).__name__)
+print(sys.modules["__main__"].__dict__ is globals(), type(__builtins__).__name__, __spec__, __package__)
+print(inspect.getsource(Net).splitlines()[0])
+"""
 # what a program draws without seeding anything: torch's CPU seed and values, NumPy's and Python's
 UNSEEDED = """\
 import json, random
@@ -63,6 +84,14 @@ def test_a_job_sees_its_own_command_line_not_the_servers(sandbox):
         assert json.loads(_drawn(sandbox, SCRIPT, **host)) == expected
     graded = sandbox.run(Job(code=SCRIPT, filename="main.py", mode="grade", grade={"exercise": "t", "probe": None}))
     assert graded.status == "ok" and json.loads(graded.stdout) == expected, graded
+
+
+def test_the_scripts_classes_are_found_in_its_own_main_module(sandbox):
+    expected = ["Net cuda:0 Net", "True module None None", "class Net(nn.Module):"]
+    assert _drawn(sandbox, WHOLE_MODEL).splitlines() == expected
+    graded = sandbox.run(Job(code=WHOLE_MODEL, filename="main.py", mode="grade",
+                             grade={"exercise": "t", "probe": None}))
+    assert graded.status == "ok" and graded.stdout.splitlines() == expected, graded
 
 
 def test_unseeded_jobs_of_one_server_draw_different_numbers(sandbox):
