@@ -96,7 +96,8 @@ def main(payload: JobPayload, report_fd: int | None, request_key=None, machines:
     from app.harness.machine import clock as _clock
 
     key_source = request_key or channel.no_key
-    _interpreter.start(payload.get("filename") or "main.py")  # not the fork server's argv and random state
+    # the script's command line, its file in its folder, a random state of its own: not the fork server's
+    _interpreter.start(payload.get("filename") or "main.py", payload.get("code"))
     if payload.get("mode") != "grade":
         _elsewhere.drop_spare()  # only a graded run's copy uses it
     if payload.get("launcher"):  # accelerate launch of one process: its environment, no ranks

@@ -344,7 +344,7 @@ def serve_spare(command: dict, host) -> dict:
     sys.dont_write_bytecode = True
     sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
     filename, code = command["filename"], command["code"]
-    interpreter.start(filename, command.get("seed"))
+    interpreter.start(filename, seed=command.get("seed"))  # its file is there: the job wrote it
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     job = session.prepare({"host": command["host"], "nproc": 1}, filename, grading=True)
     return _run_elsewhere(job, code, filename, host)

@@ -8,8 +8,14 @@ start with the server's own interpreter state. Two parts of it a script reads:
   "unrecognized arguments" with the sandbox's configuration on screen; `sys.orig_argv` said `-m
   app.sandbox.server`, and `sys.path[0]` was the server's folder, not the script's. A script started as
   `python main.py`, `torchrun ... main.py` or `accelerate launch main.py` (no arguments of its own: the course
-  passes none) has `sys.argv == ["main.py"]` and its own folder first on sys.path (the job's working directory,
-  where its file would be).
+  passes none) has `sys.argv == ["main.py"]` and its own folder first on sys.path.
+- **Its file.** The learner's code ran from the payload, with no file anywhere: `open(__file__)` failed, and a
+  process started with spawn (multiprocessing's "spawn" context, `DataLoader(..., multiprocessing_context="spawn")`,
+  `torch.multiprocessing.spawn`) looked for it in the server's folder ("No such file or directory:
+  '/srv/.../main.py'"). The file is now written in the job's working directory (its own temp dir), and
+  multiprocessing looks there. A spawned process is a new interpreter: it imports the plain torch of the sandbox,
+  without the simulated GPU (a spawned worker that only reads data, as lesson 4 recommends, behaves as on a real
+  host; one that asks for CUDA finds none).
 - **Its random state.** An unseeded `torch.rand(2)` printed the same numbers in every job one server ran (one
   learner's run after another's, every rank of a job alike), where `python main.py` prints new ones each time and
   torchrun's ranks each draw their own. A new interpreter seeds:
@@ -35,6 +41,7 @@ an interpreter starts), so `hash("abc")` and a set of strings' order are the sam
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import sys
 import types
@@ -44,15 +51,41 @@ import torch
 SEED_BYTES = 8  # torch's seeds are 64-bit (torch.manual_seed takes up to 0xffff_ffff_ffff_ffff)
 
 
-def start(filename: str, seed: int | None = None) -> int:
+def start(filename: str, code: str | None = None, seed: int | None = None) -> int:
     """Give this process what a new interpreter running the learner's `filename` has: its command line, its folder
-    first on sys.path, and a random state drawn from the OS (or from `seed`: a copy of the graded run elsewhere
-    starts where the run started); return the seed, which `torch.initial_seed()` then reads."""
+    first on sys.path, the file itself there (`code`; None: written already), and a random state drawn from the OS
+    (or from `seed`: a copy of the graded run elsewhere starts where the run started); return the seed, which
+    `torch.initial_seed()` then reads."""
     sys.argv = [filename]
     sys.orig_argv = [sys.executable, filename]
+    folder = os.getcwd()
     if sys.path:
-        sys.path[0] = os.getcwd()
+        sys.path[0] = folder
+    if code is not None:
+        _write_script(folder, filename, code)
+    processes = sys.modules.get("multiprocessing.process")
+    if processes is not None:  # where a process started with spawn finds __main__'s file (the server's folder)
+        processes.ORIGINAL_DIR = folder
     return fresh_random_state(seed)
+
+
+def _write_script(folder: str, filename: str, code: str) -> None:
+    """Put the learner's file in its folder (the job's own temp dir), as the file `python main.py` runs is there:
+    `open(__file__)` reads it, and a process started with spawn (multiprocessing's "spawn" context,
+    `DataLoader(..., multiprocessing_context="spawn")`) imports it as `__mp_main__`. Written whole under a name of
+    this process's, then renamed: ranks of one machine write it at once, and none reads half a file. Only a plain
+    file name; a folder that refuses it (full, read-only) leaves the program without it, as before."""
+    if os.path.basename(filename) != filename or filename.startswith("."):
+        return
+    path = os.path.join(folder, filename)
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(code)
+        os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
 
 
 def main_module(filename: str) -> dict:

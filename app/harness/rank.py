@@ -67,7 +67,7 @@ def start(payload: dict, rank: int, env: dict[str, str], fds: tuple[int, int, in
             os.dup2(fd, target)
         os.closerange(CHANNEL_FD + 1, MAX_FD)  # the job's report and status pipes, the other ranks' pipes
         os.environ.update(env)
-        interpreter.start(payload.get("filename") or "main.py")  # under torchrun each rank is a new interpreter
+        interpreter.start(payload.get("filename") or "main.py", payload.get("code"))  # each a new interpreter
         code = run(payload, rank)
     except BaseException:  # the harness itself broke: show it like Python would
         traceback.print_exc()

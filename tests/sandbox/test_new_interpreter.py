@@ -5,6 +5,7 @@ differ from run to run as `python main.py`'s do, and a seeded one's stay the sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from app.harness.contract import PLAIN_CPU
@@ -45,6 +46,20 @@ model = torch.load(buf, weights_only=False)
 print(type(model).__name__, model.fc.weight.device, type(pickle.loads(pickle.dumps(Net()))).__name__)
 print(sys.modules["__main__"].__dict__ is globals(), type(__builtins__).__name__, __spec__, __package__)
 print(inspect.getsource(Net).splitlines()[0])
+"""
+# the script's own file, beside it; a process started with spawn imports it (as __mp_main__) to find `square`
+SPAWNS = """\
+import hashlib, multiprocessing, os
+
+
+def square(x):
+    return x * x
+
+
+if __name__ == "__main__":
+    print(hashlib.sha256(open(__file__, "rb").read()).hexdigest(), os.listdir("."))
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        print(pool.map(square, [1, 2, 3]))
 """
 # what a program draws without seeding anything: torch's CPU seed and values, NumPy's and Python's
 UNSEEDED = """\
@@ -92,6 +107,11 @@ def test_the_scripts_classes_are_found_in_its_own_main_module(sandbox):
     graded = sandbox.run(Job(code=WHOLE_MODEL, filename="main.py", mode="grade",
                              grade={"exercise": "t", "probe": None}))
     assert graded.status == "ok" and graded.stdout.splitlines() == expected, graded
+
+
+def test_the_scripts_file_is_in_its_folder_and_a_spawned_process_imports_it(sandbox):
+    digest = hashlib.sha256(SPAWNS.encode()).hexdigest()
+    assert _drawn(sandbox, SPAWNS).splitlines() == [f"{digest} ['main.py']", "[1, 4, 9]"]
 
 
 def test_unseeded_jobs_of_one_server_draw_different_numbers(sandbox):
