@@ -10,6 +10,7 @@ before forking, so the child never needs to read project files (which its mount 
     launchers.py     `accelerate launch` instead of torchrun: its environment
     interpreter.py   what `python main.py` gives the learner's script, for each job and each rank: its command
                      line, its folder on sys.path, a random state of its own (not the fork server's)
+    warning_lines.py a warning torch gives inside an intercepted call names the learner's line, not the harness's
     report.py        the ranks' reports merged into one
     session.py       one job's simulated host, wired together (both modes); a waiting child may wire the default
                      machine's ahead, before its job comes
@@ -72,6 +73,15 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
         session.warm_seeding()
         session.warm_first_placement()
     grade.warm_report()
+
+
+def in_own_folder() -> None:
+    """The sandbox's job process says its working directory is the job's own (an isolated job's private temp dir,
+    app/sandbox/child.py): the learner's file is written there (interpreter.py), never in a folder other jobs or the
+    server share."""
+    from app.harness import interpreter
+
+    interpreter.OWN_FOLDER = True
 
 
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:

@@ -12,8 +12,8 @@ start with the server's own interpreter state. Two parts of it a script reads:
 - **Its file.** The learner's code ran from the payload, with no file anywhere: `open(__file__)` failed, and a
   process started with spawn (multiprocessing's "spawn" context, `DataLoader(..., multiprocessing_context="spawn")`,
   `torch.multiprocessing.spawn`) looked for it in the server's folder ("No such file or directory:
-  '/srv/.../main.py'"). The file is now written in the job's working directory (its own temp dir), and
-  multiprocessing looks there. A spawned process is a new interpreter: it imports the plain torch of the sandbox,
+  '/srv/.../main.py'"). The file is now written in the job's working directory (an isolated job's own temp
+  dir: OWN_FOLDER), and multiprocessing looks there. A spawned process is a new interpreter: it imports the plain torch of the sandbox,
   without the simulated GPU (a spawned worker that only reads data, as lesson 4 recommends, behaves as on a real
   host; one that asks for CUDA finds none).
 - **Its random state.** An unseeded `torch.rand(2)` printed the same numbers in every job one server ran (one
@@ -48,6 +48,11 @@ import types
 
 import torch
 
+from app.harness import warning_lines
+
+# the working directory is the job's own (in_own_folder(), from the sandbox's job process): only then is the learner's
+# file written there (a job run outside a sandbox, or by a sandbox without isolation, shares its folder)
+OWN_FOLDER = False
 SEED_BYTES = 8  # torch's seeds are 64-bit (torch.manual_seed takes up to 0xffff_ffff_ffff_ffff)
 
 
@@ -61,8 +66,9 @@ def start(filename: str, code: str | None = None, seed: int | None = None) -> in
     folder = os.getcwd()
     if sys.path:
         sys.path[0] = folder
-    if code is not None:
+    if code is not None and OWN_FOLDER:
         _write_script(folder, filename, code)
+    warning_lines.install()  # a warning names the script's line (or torch's), never the harness's
     processes = sys.modules.get("multiprocessing.process")
     if processes is not None:  # where a process started with spawn finds __main__'s file (the server's folder)
         processes.ORIGINAL_DIR = folder

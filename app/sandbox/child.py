@@ -350,6 +350,8 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
     and seccomp filter), before the payload comes; the job's wall clock starts at hand-over, after it. spare: it
     also forks the spare that runs a graded job's first copy (app/harness/elsewhere.py), before warming its pages."""
     try:
+        if ctx.isolate:  # its working directory will be the job's own temp dir (the machine keepers' too)
+            ctx.harness.in_own_folder()
         if warm:
             if ctx.isolate and warm.gpu is not None and warm.dev_root == warmmod.HOST_DEV:
                 isolation.own_proc()  # CUDA's cuInit fails in a pid namespace that /proc does not show

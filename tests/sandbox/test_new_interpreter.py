@@ -61,6 +61,26 @@ if __name__ == "__main__":
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         print(pool.map(square, [1, 2, 3]))
 """
+# warnings torch gives from C++ (at the caller's line) and from Python (at its caller's, in torch's own file), at two
+# lines and in a loop (shown once per place), and the learner's own with a stacklevel past the stack
+WARNS = """\
+import warnings
+import numpy as np
+import torch
+from torch import nn
+
+nn.MSELoss()(torch.zeros(4, 1), torch.zeros(4))
+torch.tensor(torch.ones(2))
+a = np.ones(3)
+a.setflags(write=False)
+torch.from_numpy(a)
+x = torch.ones(2, requires_grad=True)
+y = x * 2
+y.grad
+for _ in range(3):
+    torch.tensor(torch.ones(2))
+warnings.warn("top", stacklevel=2)
+"""
 # what a program draws without seeding anything: torch's CPU seed and values, NumPy's and Python's
 UNSEEDED = """\
 import json, random
@@ -112,6 +132,20 @@ def test_the_scripts_classes_are_found_in_its_own_main_module(sandbox):
 def test_the_scripts_file_is_in_its_folder_and_a_spawned_process_imports_it(sandbox):
     digest = hashlib.sha256(SPAWNS.encode()).hexdigest()
     assert _drawn(sandbox, SPAWNS).splitlines() == [f"{digest} ['main.py']", "[1, 4, 9]"]
+
+
+def test_a_warning_names_the_line_python_names_not_the_harnesss(sandbox):
+    """The plain CPU's run has no simulation between the program and torch: its warnings are Python's own."""
+    shown = {}
+    for name, host in (("simulated", {}), ("plain", {"host": PLAIN_CPU})):
+        result = sandbox.run(Job(code=WARNS, filename="main.py", **host))
+        assert result.status == "ok", result
+        shown[name] = result.stderr.splitlines()
+    assert shown["simulated"] == shown["plain"]
+    places = [line.split(": ")[0].rsplit("/", 1)[-1] for line in shown["plain"] if "Warning: " in line]
+    assert places[0].startswith("loss.py:")  # torch's own file: F.mse_loss warns at its caller's line
+    assert places[1:] == ["main.py:7", "main.py:10", "main.py:13", "main.py:15", "sys:1"], places
+    assert not any("harness" in line for line in shown["simulated"])
 
 
 def test_unseeded_jobs_of_one_server_draw_different_numbers(sandbox):
