@@ -43,12 +43,13 @@ def probe(ns, api):
 """
 
 
-def run_harness(code: str, probe: str | None = None, host=DEFAULT_HOST) -> tuple[int, str, dict | None]:
+def run_harness(code: str, probe: str | None = None, host=DEFAULT_HOST, cwd=ROOT) -> tuple[int, str, dict | None]:
     """Run harness.main(grade mode) in a fresh interpreter; return (exit code, stderr, report)."""
     read, write = os.pipe()
     payload = {"code": code, "filename": "main.py", "mode": "grade", "host": host.payload(),
                "grade": {"exercise": "t", "probe": probe}}
-    with subprocess.Popen([sys.executable, "-c", DRIVER, str(write)], cwd=ROOT, pass_fds=(write,),
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen([sys.executable, "-c", DRIVER, str(write)], cwd=cwd, env=env, pass_fds=(write,),
                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
         os.close(write)
         proc.stdin.write(json.dumps(payload).encode())
@@ -157,3 +158,11 @@ def test_mocked_gpu_unsimulated_cuda_apis_say_so_in_one_line():
     assert out.decode().splitlines() == [
         f"NotSimulatedError not simulated on this CPU-only host: torch.cuda.{api}; it works on a real GPU"
         for api in ("CUDAGraph", "memory_snapshot", "utilization")]
+
+
+def test_outside_a_sandbox_the_learners_file_is_not_written_where_the_harness_runs(tmp_path):
+    """Only an isolated job's own temp dir gets the learner's file (app/harness/interpreter.py OWN_FOLDER); a folder
+    the harness merely runs in may be shared (here it would have been the project's root)."""
+    rc, err, report = run_harness("print(open(__file__).read())\n", cwd=tmp_path)
+    assert (rc, list(tmp_path.iterdir())) == (1, []), err
+    assert report["outcome"]["exception"]["type"] == "FileNotFoundError"
