@@ -151,6 +151,7 @@ def _run_learner(code: str, filename: str, namespace: dict, show_traceback) -> d
     except BaseException as exc:  # the learner's error: a fact for the report, and a traceback like Python's
         outcome.update(finished=False, exit_code=1, exception=describe_exception(exc, filename))
         show_traceback(outcome["exception"]["traceback"])
+    interpreter.finish()  # its threads, then its atexit callbacks: the program's end, before the probe looks
     outcome["duration_ms"] = round((REAL_PERF() - start) * 1000, 1)
     return outcome
 

@@ -34,17 +34,27 @@ start with the server's own interpreter state. Two parts of it a script reads:
   `__main__` (`__builtins__` the builtins module, `__spec__` and `__package__` None, as Python's runpy leaves a
   script's).
 
+- **Its end.** The job ended with `os._exit` as soon as the file had run: a non-daemon thread still working was cut
+  off and `atexit` callbacks never ran, where an interpreter waits for those threads (threading's shutdown: its
+  executors are told to stop first) and then runs the callbacks, last registered first (`finish()`). The fork
+  server's own callbacks are not the program's: cleared at the start, but for multiprocessing's (it joins the
+  program's child processes) and weakref.finalize's (for finalizers the program makes), which an interpreter that
+  imports torch registers too.
+
 What cannot be made new in a forked process stays the server's: the string hash secret (PYTHONHASHSEED is read when
 an interpreter starts), so `hash("abc")` and a set of strings' order are the same in every job of one server.
 """
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
 import os
 import sys
+import threading
 import types
+import weakref
 
 import torch
 
@@ -69,10 +79,33 @@ def start(filename: str, code: str | None = None, seed: int | None = None) -> in
     if code is not None and OWN_FOLDER:
         _write_script(folder, filename, code)
     warning_lines.install()  # a warning names the script's line (or torch's), never the harness's
+    _own_exit_callbacks()
     processes = sys.modules.get("multiprocessing.process")
     if processes is not None:  # where a process started with spawn finds __main__'s file (the server's folder)
         processes.ORIGINAL_DIR = folder
     return fresh_random_state(seed)
+
+
+def finish() -> None:
+    """What an interpreter does once the script's file has run (to its end, to an uncaught exception whose
+    traceback is shown, or to sys.exit), before it exits: wait for the program's non-daemon threads, then run its
+    atexit callbacks (one that raises is reported as Python reports it, and the next runs)."""
+    threading._shutdown()
+    atexit._run_exitfuncs()
+
+
+def _own_exit_callbacks() -> None:
+    """Leave the process only the exit callbacks a new interpreter that imported torch has: multiprocessing's and
+    weakref.finalize's, not the fork server's others; the server's own finalizers are not run at the program's
+    exit."""
+    atexit._clear()
+    processes = sys.modules.get("multiprocessing.util")
+    if processes is not None:
+        atexit.register(processes._exit_function)
+    for pending in list(weakref.finalize._registry):
+        pending.atexit = False
+    atexit.register(weakref.finalize._exitfunc)
+    weakref.finalize._registered_with_atexit = True
 
 
 def _write_script(folder: str, filename: str, code: str) -> None:

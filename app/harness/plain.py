@@ -25,13 +25,15 @@ def run_plain(code: str, filename: str, show_traceback=None) -> int:
     _grade.KEPT_NAMESPACES.append(namespace)  # its objects are never finalised (see grade.KEPT_NAMESPACES)
     try:
         exec(compile(code, filename, "exec"), namespace)
+        status = 0
     except SystemExit as exc:
         code_ = exc.code
-        return code_ if isinstance(code_, int) else (0 if code_ is None else 1)
+        status = code_ if isinstance(code_, int) else (0 if code_ is None else 1)
     except BaseException as exc:  # the learner's error: show it, exit 1 like python would
         if show_traceback is None:
             print_learner_traceback(exc, filename)
         else:
             show_traceback(_grade.format_learner_traceback(exc, filename))
-        return 1
-    return 0
+        status = 1
+    interpreter.finish()  # its threads, then its atexit callbacks
+    return status

@@ -81,6 +81,25 @@ for _ in range(3):
     torch.tensor(torch.ones(2))
 warnings.warn("top", stacklevel=2)
 """
+# the program's end: a non-daemon thread still working, an executor left open, atexit callbacks (one raises)
+ENDS = """\
+import atexit, threading, time
+from concurrent.futures import ThreadPoolExecutor
+
+atexit.register(print, "atexit: registered first, runs last")
+atexit.register(lambda: 1 / 0)
+atexit.register(print, "atexit: registered last, runs first")
+ThreadPoolExecutor(1).submit(time.sleep, 0.05)  # never shut down: the interpreter's exit stops its worker
+
+
+def late():
+    time.sleep(0.3)
+    print("thread finished")
+
+
+threading.Thread(target=late).start()
+print("main done")
+"""
 # what a program draws without seeding anything: torch's CPU seed and values, NumPy's and Python's
 UNSEEDED = """\
 import json, random
@@ -146,6 +165,19 @@ def test_a_warning_names_the_line_python_names_not_the_harnesss(sandbox):
     assert places[0].startswith("loss.py:")  # torch's own file: F.mse_loss warns at its caller's line
     assert places[1:] == ["main.py:7", "main.py:10", "main.py:13", "main.py:15", "sys:1"], places
     assert not any("harness" in line for line in shown["simulated"])
+
+
+def test_a_job_ends_as_an_interpreter_does(sandbox):
+    """Its threads are waited for, then its atexit callbacks run, last first; not the fork server's."""
+    expected = ["main done", "thread finished", "atexit: registered last, runs first",
+                "atexit: registered first, runs last"]
+    for mode in ({}, {"mode": "grade", "grade": {"exercise": "t", "probe": None}}):
+        result = sandbox.run(Job(code=ENDS, filename="main.py", **mode))
+        assert result.status == "ok" and result.stdout.splitlines() == expected, result
+        assert "Exception ignored in atexit callback" in result.stderr and "ZeroDivisionError" in result.stderr
+    r = run_ranks(sandbox, ENDS)
+    assert (r.status, r.exit_code) == ("ok", 0), r.stderr
+    assert {rank: lines for rank, lines in by_rank(r.stdout).items()} == {0: expected, 1: expected}
 
 
 def test_unseeded_jobs_of_one_server_draw_different_numbers(sandbox):
