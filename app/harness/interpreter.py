@@ -1,7 +1,8 @@
 """What `python main.py` gives a script that a job would otherwise inherit from the fork server.
 
 Every job is forked from the warm fork server, and every rank from its launcher or machine keeper, so each would
-start with the server's own interpreter state. Two parts of it a script reads:
+start with the server's own interpreter state. What of it a script can see, and what a new interpreter gives it
+instead (its warnings' places too: warning_lines.py):
 
 - **Its command line.** `sys.argv` was the server's (its path, its whole configuration as JSON, a descriptor
   number), so a script that parses its arguments (argparse, as training scripts started by torchrun do) stopped at
@@ -13,9 +14,9 @@ start with the server's own interpreter state. Two parts of it a script reads:
   process started with spawn (multiprocessing's "spawn" context, `DataLoader(..., multiprocessing_context="spawn")`,
   `torch.multiprocessing.spawn`) looked for it in the server's folder ("No such file or directory:
   '/srv/.../main.py'"). The file is now written in the job's working directory (an isolated job's own temp
-  dir: OWN_FOLDER), and multiprocessing looks there. A spawned process is a new interpreter: it imports the plain torch of the sandbox,
-  without the simulated GPU (a spawned worker that only reads data, as lesson 4 recommends, behaves as on a real
-  host; one that asks for CUDA finds none).
+  dir: OWN_FOLDER), and multiprocessing looks there. A spawned process is a new interpreter: it imports the plain
+  torch of the sandbox, without the simulated GPU (a spawned worker that only reads data, as lesson 4 recommends,
+  behaves as on a real host; one that asks for CUDA finds none).
 - **Its random state.** An unseeded `torch.rand(2)` printed the same numbers in every job one server ran (one
   learner's run after another's, every rank of a job alike), where `python main.py` prints new ones each time and
   torchrun's ranks each draw their own. A new interpreter seeds:
@@ -26,14 +27,12 @@ start with the server's own interpreter state. Two parts of it a script reads:
   CUDA's generators are left alone: a new process's CUDA seed is the fixed default_rng_seed_val, 67280421310721
   (ATen/cuda/CUDAGeneratorImpl.h), which the simulated GPU reports already, so unseeded GPU values repeat run to
   run there as on a real card.
-
 - **Its `__main__` module.** The learner's file ran in a dict while `sys.modules["__main__"]` was the fork server's
   module, so anything that finds a class of the script's by its module failed: `torch.save(model)` of a whole model
   and `pickle.dumps` raised "Can't pickle <class '__main__.Net'>: attribute lookup Net on __main__ failed", and
   `inspect.getsource(Net)` looked in the server's file. The file now runs in a module of its own, registered as
   `__main__` (`__builtins__` the builtins module, `__spec__` and `__package__` None, as Python's runpy leaves a
   script's).
-
 - **Its end.** The job ended with `os._exit` as soon as the file had run: a non-daemon thread still working was cut
   off and `atexit` callbacks never ran, where an interpreter waits for those threads (threading's shutdown: its
   executors are told to stop first) and then runs the callbacks, last registered first (`finish()`). The fork
