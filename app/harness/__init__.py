@@ -84,6 +84,14 @@ def in_own_folder() -> None:
     interpreter.OWN_FOLDER = True
 
 
+def interpreter_ahead() -> None:
+    """In a waiting sandbox child, before its job comes: the parts of a new interpreter's state that need no job
+    (interpreter.ahead), so that the job's start does not pay for them."""
+    from app.harness import interpreter
+
+    interpreter.ahead()
+
+
 def main(payload: JobPayload, report_fd: int | None, request_key=None, machines: dict[int, int] | None = None) -> int:
     """Run one job described by payload; return the exit code.
 

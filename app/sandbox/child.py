@@ -361,6 +361,7 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
             startup.forget_hidden_sources(ctx.sources)
         if machine is not None:  # a machine keeper: it serves the launcher, never runs the job
             nodes.serve(machines[machine], ctx.harness.start_rank, (PAYLOAD_FD, REPORT_FD, STATUS_FD))
+        ctx.harness.interpreter_ahead()  # what a new interpreter has that needs no job: not on the job's time
         if ahead:
             ctx.harness.prepare_ahead(ahead, warm=startup.warm_pages if ctx.warm_ahead else None, spare=spare)
         os.write(REPORT_FD, READY)
