@@ -35,10 +35,9 @@ instead (its warnings' places too: warning_lines.py):
   script's).
 - **Its end.** The job ended with `os._exit` as soon as the file had run: a non-daemon thread still working was cut
   off and `atexit` callbacks never ran, where an interpreter waits for those threads (threading's shutdown: its
-  executors are told to stop first) and then runs the callbacks, last registered first (`finish()`). The fork
-  server's own callbacks are not the program's: cleared at the start, but for multiprocessing's (it joins the
-  program's child processes) and weakref.finalize's (for finalizers the program makes), which an interpreter that
-  imports torch registers too.
+  executors are told to stop first) and then runs the callbacks, last registered first (`finish()`), and the
+  finalizers the program made. The fork server's own callbacks are not the program's: cleared at the start
+  (multiprocessing's too: _own_exit_callbacks says why).
 
 What cannot be made new in a forked process stays the server's: the string hash secret (PYTHONHASHSEED is read when
 an interpreter starts), so `hash("abc")` and a set of strings' order are the same in every job of one server.
@@ -50,6 +49,7 @@ import atexit
 import builtins
 import contextlib
 import os
+import random
 import sys
 import threading
 import types
@@ -63,10 +63,12 @@ from app.harness import warning_lines
 # file written there (a job run outside a sandbox, or by a sandbox without isolation, shares its folder)
 OWN_FOLDER = False
 _AHEAD_IN: int | None = None  # the process that did ahead() (forked children inherit the value, not the state)
-# after _own_exit_callbacks: the exit callbacks kept, and the finalizers that were the server's
+# after _own_exit_callbacks: the exit callbacks kept, and the index of the program's first finalizer
 _KEPT_CALLBACKS = 0
-_FINALIZERS_BEFORE = 0
+_FIRST_FINALIZER = 0
 SEED_BYTES = 8  # torch's seeds are 64-bit (torch.manual_seed takes up to 0xffff_ffff_ffff_ffff)
+MT_STATE_WORDS = 624  # NumPy's legacy RandomState: MT19937's 624 32-bit words (numpy/random/_mt19937.pyx)
+MT_STATE_BYTES = MT_STATE_WORDS * 4
 
 
 def start(filename: str, code: str | None = None, seed: int | None = None) -> int:
@@ -108,26 +110,39 @@ def finish() -> None:
     callback of its own, a child process, a finalizer it made."""
     if threading.active_count() > 1:
         threading._shutdown()
-    processes = sys.modules.get("multiprocessing.process")
-    if (atexit._ncallbacks() > _KEPT_CALLBACKS or (processes is not None and processes._children)
-            or len(weakref.finalize._registry) > _FINALIZERS_BEFORE):
+    if atexit._ncallbacks() > _KEPT_CALLBACKS or next(weakref.finalize._index_iter) > _FIRST_FINALIZER:
         atexit._run_exitfuncs()
 
 
 def _own_exit_callbacks() -> None:
-    """Leave the process only the exit callbacks a new interpreter that imported torch has: multiprocessing's and
-    weakref.finalize's, not the fork server's others; the server's own finalizers are not run at the program's
-    exit."""
-    global _KEPT_CALLBACKS, _FINALIZERS_BEFORE
+    """Leave the process only the exit callback for the finalizers the program makes (weakref.finalize's), not the
+    fork server's callbacks (running them took ~30 ms a job) nor its finalizers. multiprocessing's own callback,
+    which a new interpreter has too (it joins the program's child processes), is left out: with a DataLoader's
+    workers still alive after the program failed it waited until the wall limit here (tests/sandbox/test_loopback.py),
+    so the program's child processes are stopped by the sandbox at the job's end, as before."""
+    global _KEPT_CALLBACKS, _FIRST_FINALIZER
     atexit._clear()
-    processes = sys.modules.get("multiprocessing.util")
-    if processes is not None:
-        atexit.register(processes._exit_function)
-    for pending in list(weakref.finalize._registry):
-        pending.atexit = False
-    atexit.register(weakref.finalize._exitfunc)
-    weakref.finalize._registered_with_atexit = True
-    _KEPT_CALLBACKS, _FINALIZERS_BEFORE = atexit._ncallbacks(), len(weakref.finalize._registry)
+    atexit.register(_programs_finalizers)
+    weakref.finalize._registered_with_atexit = True  # a finalizer the program makes registers nothing more
+    # the finalizers from here on are the program's (marking the server's ~170 off cost 0.5 ms, first run in a fork)
+    _FIRST_FINALIZER = next(weakref.finalize._index_iter) + 1
+    _KEPT_CALLBACKS = atexit._ncallbacks()
+
+
+def _programs_finalizers() -> None:
+    """weakref.finalize's exit callback (finalize._exitfunc) for the finalizers the program made, newest first: not
+    the fork server's."""
+    registry = weakref.finalize._registry
+    while True:
+        pending = [(info.index, f) for f, info in list(registry.items())
+                   if info.atexit and info.index >= _FIRST_FINALIZER]
+        if not pending:
+            break
+        try:
+            max(pending)[1]()  # called, it leaves the registry
+        except Exception:  # as _exitfunc: reported, and the next one runs
+            sys.excepthook(*sys.exc_info())
+    weakref.finalize._shutdown = True
 
 
 def _write_script(folder: str, filename: str, code: str) -> None:
@@ -166,6 +181,7 @@ def fresh_random_state(seed: int | None = None) -> int:
         seed = int.from_bytes(os.urandom(SEED_BYTES), "little")
     torch.default_generator.manual_seed(seed)
     numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is not None:  # its legacy seeding takes 32-bit words: the seed's two halves
-        numpy_random.seed([seed & 0xFFFF_FFFF, seed >> 32])
+    if numpy_random is not None:  # a whole MT19937 state from the seed, as RandomState() draws one from the OS
+        key = sys.modules["numpy"].frombuffer(random.Random(seed).randbytes(MT_STATE_BYTES), dtype="uint32")
+        numpy_random.set_state(("MT19937", key, MT_STATE_WORDS))  # a quarter of seed([...])'s cost, first run
     return seed

@@ -81,11 +81,19 @@ for _ in range(3):
     torch.tensor(torch.ones(2))
 warnings.warn("top", stacklevel=2)
 """
-# the program's end: a non-daemon thread still working, an executor left open, atexit callbacks (one raises)
+# the program's end: a non-daemon thread still working, an executor left open, atexit callbacks (one raises), a
+# finalizer of its own (torch's import registered weakref.finalize's exit callback first: it runs last)
 ENDS = """\
-import atexit, threading, time
+import atexit, threading, time, weakref
 from concurrent.futures import ThreadPoolExecutor
 
+
+class Kept:
+    pass
+
+
+kept = Kept()
+weakref.finalize(kept, print, "finalizer: at exit, after the callbacks")
 atexit.register(print, "atexit: registered first, runs last")
 atexit.register(lambda: 1 / 0)
 atexit.register(print, "atexit: registered last, runs first")
@@ -170,7 +178,7 @@ def test_a_warning_names_the_line_python_names_not_the_harnesss(sandbox):
 def test_a_job_ends_as_an_interpreter_does(sandbox):
     """Its threads are waited for, then its atexit callbacks run, last first; not the fork server's."""
     expected = ["main done", "thread finished", "atexit: registered last, runs first",
-                "atexit: registered first, runs last"]
+                "atexit: registered first, runs last", "finalizer: at exit, after the callbacks"]
     for mode in ({}, {"mode": "grade", "grade": {"exercise": "t", "probe": None}}):
         result = sandbox.run(Job(code=ENDS, filename="main.py", **mode))
         assert result.status == "ok" and result.stdout.splitlines() == expected, result
