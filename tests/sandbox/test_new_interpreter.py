@@ -57,7 +57,7 @@ def square(x):
 
 
 if __name__ == "__main__":
-    print(hashlib.sha256(open(__file__, "rb").read()).hexdigest(), os.listdir("."))
+    print(hashlib.sha256(open(__file__, "rb").read()).hexdigest(), "main.py" in os.listdir("."))
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         print(pool.map(square, [1, 2, 3]))
 """
@@ -158,7 +158,8 @@ def test_the_scripts_classes_are_found_in_its_own_main_module(sandbox):
 
 def test_the_scripts_file_is_in_its_folder_and_a_spawned_process_imports_it(sandbox):
     digest = hashlib.sha256(SPAWNS.encode()).hexdigest()
-    assert _drawn(sandbox, SPAWNS).splitlines() == [f"{digest} ['main.py']", "[1, 4, 9]"]
+    # (the folder may hold more: a project checked out under /tmp has the venv's mount point there)
+    assert _drawn(sandbox, SPAWNS).splitlines() == [f"{digest} True", "[1, 4, 9]"]
 
 
 def test_a_warning_names_the_line_python_names_not_the_harnesss(sandbox):
