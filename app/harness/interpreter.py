@@ -92,7 +92,7 @@ def start(filename: str, code: str | None = None, seed: int | None = None) -> in
 
 
 def ahead() -> None:
-    """What needs no job, done in the process that runs it, before it comes (a waiting sandbox child: ~1.5 ms of
+    """What needs no job, done in the process that runs it, before it comes (a waiting sandbox child: ~0.6 ms of
     CPU, first runs of this code in a fresh fork, taken off the job's start): the warnings' places, the exit
     callbacks, and a random state drawn from the OS."""
     global _AHEAD_IN
@@ -107,7 +107,7 @@ def finish() -> None:
     traceback is shown, or to sys.exit), before it exits: wait for the program's non-daemon threads, then run its
     atexit callbacks (one that raises is reported as Python reports it, and the next runs). Each only where the
     program left it something to do (their first run in a job cost ~0.25 ms of CPU): another thread alive, a
-    callback of its own, a child process, a finalizer it made."""
+    callback of its own, a finalizer it made."""
     if threading.active_count() > 1:
         threading._shutdown()
     if atexit._ncallbacks() > _KEPT_CALLBACKS or next(weakref.finalize._index_iter) > _FIRST_FINALIZER:
