@@ -95,7 +95,7 @@ class Context:
     harness: object  # the imported app.harness module
     pids_cgroup: bool  # when True the pids cgroup is the process limit and RLIMIT_NPROC only a backstop
     parent_pidfd: int | None = None  # the zygote's pidfd, readable once it exited: its children's parent (zygote.py)
-    warm_ahead: bool = True  # per request: a child that builds a session ahead warms its pages first (spawn)
+    warm_ahead: bool = False  # per request: a child the pool keeps waiting warms its pages first (spawn)
     sources: tuple[str, ...] = ()  # the app package's module files, which the job's root hides (startup.py)
 
 
@@ -123,7 +123,7 @@ class ChildProcess:
 
 def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, net: str | None = None,
           isolate: bool = True, userns: bool = False, ahead: dict | None = None, spare: bool = False,
-          warm_ahead: bool = True) -> ChildProcess:
+          warm_ahead: bool = False) -> ChildProcess:
     """Have the zygote fork a child that isolates itself (warm: warms up first) and waits for its payload; return
     its pipes, without waiting for the fork (its pid comes later: zygote.py). The pipes are made here, in the
     server, and only their child ends travel to the zygote, so a job can be handed over before its child exists.
@@ -131,8 +131,10 @@ def spawn(zygote, limits, slot: int, cgroup, warm: warmmod.Warm | None = None, n
     net: LOOPBACK or RANKS, the child is made for a job with its own loopback (see _isolate). ahead: a host
     (SimulatedHost payload) whose session the child builds once isolated, before its job comes (app/harness/
     session.py ahead); it may then only be given a job that fits it. spare: with ahead, it also forks the process
-    that runs a graded job's first copy elsewhere (app/harness/elsewhere.py fork_spare). warm_ahead: with ahead, it
-    first warms its pages and the simulation's (app/harness prepare_ahead); PreforkPool.refill says when not."""
+    that runs a graded job's first copy elsewhere (app/harness/elsewhere.py fork_spare). warm_ahead: a child the pool
+    keeps waiting for a job it does not know yet first warms its pages (startup.warm_pages), and with ahead the
+    simulation's too (app/harness prepare_ahead); PreforkPool.refill says when not. A child made for a job never
+    does: its job would wait for the warm-up."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     rep_r, rep_w = os.pipe()
@@ -168,7 +170,7 @@ def start_child(ctx: Context, request: dict, fds: list[int], limits_type) -> Non
         warm = warmmod.Warm.from_dict(request["warm"]) if request.get("warm") else None
         limits, slot, net = limits_type.from_dict(request["limits"]), int(request["slot"]), request["net"]
         ctx.isolate, ctx.userns = bool(request["isolate"]), bool(request["userns"])
-        ctx.warm_ahead = bool(request.get("warm_ahead", True))
+        ctx.warm_ahead = bool(request.get("warm_ahead", False))
     except BaseException as exc:  # noqa: BLE001 - never back into the zygote's loop
         _setup_failed(exc)
     _zygote_child(ctx, limits, slot, cgroup, fds, warm, net, request.get("ahead"), bool(request.get("spare")))
@@ -364,6 +366,8 @@ def _job_process(ctx: Context, limits, slot: int, warm, net: str | None, ahead: 
         ctx.harness.interpreter_ahead()  # what a new interpreter has that needs no job: not on the job's time
         if ahead:
             ctx.harness.prepare_ahead(ahead, warm=startup.warm_pages if ctx.warm_ahead else None, spare=spare)
+        elif ctx.warm_ahead:  # the pool's plain child (jobs on other machines, the plain CPU): its pages too
+            startup.warm_pages()
         os.write(REPORT_FD, READY)
     except BaseException as exc:  # noqa: BLE001 - any failure to isolate is reported, and the job never runs
         _setup_failed(exc)

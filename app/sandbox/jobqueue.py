@@ -69,11 +69,11 @@ class JobQueue:
         return slot
 
     def spawn_child(self, limits: Limits, warm: Warm | None = None, net: str | None = None,
-                    ahead: dict | None = None, spare: bool = False, warm_ahead: bool = True):
+                    ahead: dict | None = None, spare: bool = False, warm_ahead: bool = False):
         """Fork one child (warm: a warm-first one, for the spawn pool; net: for a job with its own loopback,
         network_of; ahead: one that builds this host's session before its job comes, PreforkPool; spare: with
-        ahead, one that also forks the spare for a graded job's copy; warm_ahead: with ahead, one that warms its pages
-        first) and watch its pipes."""
+        ahead, one that also forks the spare for a graded job's copy; warm_ahead: one the pool keeps waiting, which
+        warms its pages first) and watch its pipes."""
         if warm is not None and warm.gpu is not None and _cuda_initialised():
             raise RuntimeError("the fork server has initialised CUDA: its children could not make CUDA contexts")
         slot = self._new_uid_slot()

@@ -54,7 +54,7 @@ class Server:
         self.jobs: dict = {}  # running jobs (status None) and finished ones
         self.refuse, self.closing, self.cpu_pool, self.gpu_pool = None, False, None, None  # for JobQueue.refill_pools
 
-    def spawn_child(self, limits, net=None, ahead=None, spare=False, warm_ahead=True):
+    def spawn_child(self, limits, net=None, ahead=None, spare=False, warm_ahead=False):
         child = SimpleNamespace(limits=limits, net=net, ahead=ahead, spare=spare, ready=True, warm_ahead=warm_ahead)
         self.spawned.append(child)
         return child
@@ -78,7 +78,8 @@ def test_the_pool_keeps_its_size_of_children_that_built_ahead_and_one_that_built
     for _ in range(2):
         assert pool.take("defaults", None, payload()).ahead == HOST
     assert pool.take("defaults", None, payload()).ahead is None  # only the plain one left: it serves too
-    assert pool.take("other limits", None, payload()).ahead is None  # forked for the job: builds nothing
+    forked = pool.take("other limits", None, payload())
+    assert forked.ahead is None and forked.warm_ahead is False  # forked for the job: builds and warms nothing
 
 
 def test_children_made_while_a_job_runs_skip_the_warm_ups_and_those_made_idle_do_not():
