@@ -46,8 +46,8 @@ from app.harness.machine.machines import MachineError
                    "ui.perfetto.dev): a row for the host, one per stream, copy engine and NCCL stream, syncs "
                    "marked; with several ranks, a process per rank.")
 @click.option("--loopback", is_flag=True,
-              help="Give the one process its own loopback, as a job of several ranks has (sockets to itself and "
-                   "nothing beyond): DataLoader workers, a one-process gloo group.")
+              help="Give the one process its own loopback, as a job of several ranks has (TCP sockets to itself "
+                   "and nothing beyond): a one-process gloo group. DataLoader workers need no loopback.")
 def run(file: Path, as_json: bool, gpus: int | None, build: str | None, machine: str | None,
         nproc: int, nnodes: int, launcher: str, accelerate_cpu: bool, trace_path: Path | None,
         loopback: bool) -> None:

@@ -39,9 +39,9 @@ from pygments.util import ClassNotFound
 DIRECTIVE = re.compile(r"^\{(?P<name>[a-z][a-z0-9-]*)\}\s*(?P<arg>.*)$")
 PART_MARKER = re.compile(r"<!--(exercise|block):([a-z0-9-]+)-->\n?")
 RUNNABLE_FLAG = "runnable"
-# a runnable block whose process talks to itself over sockets: DataLoader workers hand batches back over AF_UNIX
-# sockets, a one-process gloo group binds to 127.0.0.1. The sandbox refuses an ordinary job's sockets, so the
-# block's runs ask for their own loopback (Job.loopback: the network namespace of a job of several ranks)
+# a runnable block whose process talks to itself over TCP: a one-process gloo group binds to 127.0.0.1. The sandbox
+# refuses an ordinary job's network sockets (Unix ones, which DataLoader workers use, stay allowed), so the block's
+# runs ask for their own loopback (Job.loopback: the network namespace of a job of several ranks)
 LOOPBACK_FLAG = "loopback"
 # the flags a Python block may carry (an ```output block's are OUTPUT_MACHINES)
 PYTHON_FLAGS = (RUNNABLE_FLAG, LOOPBACK_FLAG)

@@ -36,8 +36,9 @@ class Job:
     # who starts the process(es): None (torchrun), accelerate, accelerate-cpu (app/harness/launchers.py)
     launcher: str | None = None
     trace: bool = False  # a plain run reports the simulated clock's Chrome trace (`course run --trace`)
-    # one process that talks to itself over sockets (DataLoader workers, a one-rank gloo group): the job gets the
-    # network namespace of a job of several ranks, its own loopback up and nothing else (app/sandbox/jobqueue.py)
+    # one process that talks to itself over TCP (a one-rank gloo group; DataLoader workers need only Unix sockets,
+    # which every job has): the job gets the network namespace of a job of several ranks, its own loopback up and
+    # nothing else (app/sandbox/jobqueue.py)
     loopback: bool = False
     # what a graded job's report must echo: it goes to the fork server beside the payload, never in it, and the
     # job's harness gets it only after the learner's code has run (app/harness/channel.py)

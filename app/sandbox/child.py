@@ -71,9 +71,9 @@ CLEAN_ENV = {
 
 
 # a child's network (ChildProcess.net): None, the job's namespace holds a loopback that stays down and seccomp
-# refuses its sockets; LOOPBACK, one process with its loopback up and its sockets allowed there (a lesson block's
-# DataLoader workers, a one-process gloo group); RANKS, the same for a job of several ranks, whose machine keepers
-# are forked too (nodes.py). No learner code may run in the process that holds the keepers' sockets, so a
+# refuses every socket but AF_UNIX (DataLoader workers need those); LOOPBACK, one process with its loopback up and
+# its TCP sockets allowed there (a one-process gloo group); RANKS, the same for a job of several ranks, whose machine
+# keepers are forked too (nodes.py). No learner code may run in the process that holds the keepers' sockets, so a
 # one-process job never has keepers: its learner code runs in that process.
 LOOPBACK, RANKS = "loopback", "ranks"
 

@@ -383,10 +383,14 @@ def drop_privileges(uid: int, groups: bool = True) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ seccomp
-# networking beyond AF_UNIX (socket() itself is filtered by address family below); a job of several ranks may
-# make these calls, on the loopback of its own network namespace
-SOCKET_SYSCALLS = ("connect", "bind", "listen", "accept", "accept4")
-DENIED_SYSCALLS = SOCKET_SYSCALLS + (
+# connect, bind, listen and accept are not denied: socket() is, for every address family but AF_UNIX (a job of
+# several ranks, or one with its own loopback: also those of its loopback), so they reach only Unix sockets, and a
+# job's Unix sockets reach only the job: abstract names belong to its own network namespace, and a socket file
+# lies in its own temp dirs (its root binds no host folder that holds one: tests/security/test_hostile.py). A
+# DataLoader's workers need them: each hands its batch's shared memory back over an AF_UNIX socket it binds
+# (multiprocessing's resource_sharer), and where bind() was refused the loader waited for the batch until the
+# wall limit.
+DENIED_SYSCALLS = (
     # looking into or changing other processes, the kernel, or namespaces
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "personality",
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
@@ -411,8 +415,8 @@ def seccomp_filter(every_thread: bool = False, network: bool = False):
 
     every_thread: load it into every thread of the process at once (TSYNC), for a child that warmed up (CUDA,
     OpenMP) before isolating and so already has threads; without it a filter covers the loading thread only.
-    network: the variant for a job of several ranks: AF_INET/AF_INET6 sockets and connect, bind, listen and
-    accept are allowed (their network namespace holds only its own loopback); every other rule is the same.
+    network: the variant for a job of several ranks (or one with its own loopback): AF_INET/AF_INET6 sockets are
+    allowed too (their network namespace holds only its own loopback); every other rule is the same.
     ioctl and mmap stay allowed on every fd: CUDA needs them on its GPU's nodes."""
     import pyseccomp as sc
 
@@ -426,8 +430,6 @@ def seccomp_filter(every_thread: bool = False, network: bool = False):
         f.add_rule(deny, "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
     f.add_rule(deny, "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
     for name in DENIED_SYSCALLS:
-        if network and name in SOCKET_SYSCALLS:
-            continue
         try:
             f.add_rule(deny, name)
         except (OSError, RuntimeError, ValueError):  # a syscall this libseccomp does not know: nothing to deny

@@ -34,8 +34,8 @@ LOOPBACK_ON_GPUS = ("a job that asks for its own loopback cannot run on this hos
 
 def network_of(payload: dict) -> str | None:
     """The job's own loopback, if it gets one (child.LOOPBACK, RANKS; see child._isolate): every job of several
-    ranks, and a one-process job that asks (`loopback`: DataLoader workers, whose batches come back over AF_UNIX
-    sockets, or a one-rank gloo group, which binds to 127.0.0.1); None for every other job."""
+    ranks, and a one-process job that asks (`loopback`: a one-rank gloo group, which binds to 127.0.0.1); None for
+    every other job (its Unix sockets still work, inside the job: DataLoader workers need no loopback)."""
     if ranks_of(payload) > 1:
         return childmod.RANKS
     return childmod.LOOPBACK if payload.get("loopback") is True else None

@@ -39,8 +39,8 @@ def block_job(code: str, choice: MachineChoice, *, limits=None, loopback: bool =
     """The sandbox job that runs a lesson block's code on a "Run on" choice: a plain run (as `course run --machine
     ID` is), always on the simulated machine (a block never takes one of the host's real GPU slots: it is a
     few lines of example, and the machine it shows is the one picked, not the server's). loopback: the block is
-    marked `loopback` (DataLoader workers, a one-process gloo group), so its job gets its own loopback, as
-    `course run --loopback` does."""
+    marked `loopback` (a one-process gloo group; DataLoader workers need no mark), so its job gets its own
+    loopback, as `course run --loopback` does."""
     host = job_host(get_settings(), machine=choice.machine, gpus=choice.gpus)
     return Job(code=code, filename="main.py", mode="run", limits=limits, host=host, loopback=loopback)
 

@@ -1,8 +1,10 @@
 """One process with its own loopback (Job.loopback, a lesson block marked ```` ```python runnable loopback ````),
-through the real sandbox under both pools: the lessons' blocks with DataLoader workers and a one-process gloo group
-run on the simulated H100 and print what their ```output blocks say, and a forked worker that touches CUDA after
-its parent used it stops with torch's own error. tests/security/test_hostile_loopback.py holds what such a job
-still cannot do."""
+and DataLoader workers, which need none, through the real sandbox under both pools: the lesson's one-process gloo
+group (loopback) and its blocks with DataLoader workers (an ordinary job: the workers hand their batches back over
+Unix sockets, which every job may use inside itself) run on the simulated H100 and print what their ```output
+blocks say, and a forked worker that touches CUDA after its parent used it stops with torch's own error.
+tests/security/test_hostile_loopback.py holds what a loopback job still cannot do, tests/security/test_hostile.py
+what an ordinary job's Unix sockets cannot reach."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ COURSE = load_course(ROOT / "lessons", ROOT / "exercises")
 OUTPUTS = outputs_of(COURSE)
 LOOPBACK_BLOCKS = [(lesson.path, block) for lesson in COURSE.lessons for block in lesson.runnable_blocks
                    if block.loopback]
+WORKER_BLOCKS = [(lesson.path, block) for lesson in COURSE.lessons for block in lesson.runnable_blocks
+                 if "num_workers=2" in block.code]
 
 
 @pytest.fixture(scope="module", params=["prefork", "spawn"])
@@ -31,11 +35,10 @@ def pool_sandbox(request, tmp_path_factory):
         yield runner
 
 
-def test_the_lessons_mark_their_workers_and_gloo_blocks_loopback():
-    codes = [block.code for _, block in LOOPBACK_BLOCKS]
-    assert len(codes) == 3
-    assert sum("num_workers=2" in code for code in codes) == 2 and sum('"gloo"' in code for code in codes) == 1
-    assert all(OUTPUTS.get((path, block.line), {}).get("h100") for path, block in LOOPBACK_BLOCKS)
+def test_only_the_gloo_block_asks_for_its_loopback_and_the_workers_blocks_run_as_ordinary_jobs():
+    assert ['"gloo"' in block.code for _, block in LOOPBACK_BLOCKS] == [True]
+    assert len(WORKER_BLOCKS) == 2 and not any(block.loopback for _, block in WORKER_BLOCKS)
+    assert all(OUTPUTS.get((path, block.line), {}).get("h100") for path, block in LOOPBACK_BLOCKS + WORKER_BLOCKS)
 
 
 def test_a_job_asks_for_its_loopback_in_its_payload():
@@ -53,12 +56,24 @@ def test_a_loopback_block_runs_on_the_simulated_h100_as_its_output_says(pool_san
     assert output_error(path, block, result.stdout, OUTPUTS[(path, block.line)]["h100"], "h100") is None, result.stdout
 
 
-def test_without_its_loopback_the_workers_block_cannot_run(pool_sandbox):
-    """Why the flag exists: an ordinary job may not bind even an AF_UNIX socket, which DataLoader workers need."""
-    code = ("import socket, tempfile\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.bind(tempfile.mktemp())\n"
-            "    print('bound')\nexcept OSError as exc:\n    print('refused', exc.errno)\n")
-    assert pool_sandbox.run(Job(code=code)).stdout == "refused 1\n"
-    assert pool_sandbox.run(Job(code=code, loopback=True)).stdout == "bound\n"
+@pytest.mark.parametrize(("path", "block"), WORKER_BLOCKS, ids=[f"{p.stem}:{b.line}" for p, b in WORKER_BLOCKS])
+def test_a_workers_block_runs_as_an_ordinary_job_as_its_output_says(pool_sandbox, path, block):
+    """Before 2026-12-06 an ordinary job could not bind a Unix socket: the workers' batches never came back, and the
+    loader waited until the wall limit with multiprocessing's PermissionError on stderr."""
+    result = pool_sandbox.run(block_job(block.code, BY_ID["h100"]))
+    assert (result.status, result.exit_code) == ("ok", 0), result.stderr[-2000:]
+    assert output_error(path, block, result.stdout, OUTPUTS[(path, block.line)]["h100"], "h100") is None, result.stdout
+
+
+def test_every_job_binds_unix_sockets_and_only_a_loopback_job_tcp_ones(pool_sandbox):
+    """Why the flag still exists: an ordinary job may bind an AF_UNIX socket (DataLoader workers need one), never
+    open an AF_INET one, which a one-process gloo group binds to 127.0.0.1."""
+    code = ("import socket, tempfile\nfor family, address in ((socket.AF_UNIX, tempfile.mktemp()),\n"
+            "                        (socket.AF_INET, ('127.0.0.1', 0))):\n    try:\n"
+            "        socket.socket(family).bind(address)\n        print('bound')\n"
+            "    except OSError as exc:\n        print('refused', exc.errno)\n")
+    assert pool_sandbox.run(Job(code=code)).stdout == "bound\nrefused 1\n"
+    assert pool_sandbox.run(Job(code=code, loopback=True)).stdout == "bound\nbound\n"
 
 
 CUDA_IN_A_WORKER = """
@@ -88,7 +103,7 @@ for xb in DataLoader(OnTheGpu(), batch_size=2, num_workers=2):
 
 
 def test_a_worker_forked_after_the_parent_used_cuda_cannot_use_it(pool_sandbox):
-    result = pool_sandbox.run(block_job(CUDA_IN_A_WORKER, BY_ID["h100"], loopback=True))
+    result = pool_sandbox.run(block_job(CUDA_IN_A_WORKER, BY_ID["h100"]))
     assert result.status == "failed", result
     assert result.stdout.splitlines() == ["parent on cuda:0"] + ["batch from a worker on cpu | to cuda:0"] * 2
     assert "RuntimeError: Caught RuntimeError in DataLoader worker process" in result.stderr

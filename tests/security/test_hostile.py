@@ -280,3 +280,25 @@ def test_x32_abi_cannot_bypass_the_filter(sandbox):
     r = run(sandbox, "x32_abi_socket")
     assert "OPENED" not in r.stdout and r.stdout.startswith("trying")
     assert r.signal == 31 or "denied" in r.stdout  # libseccomp kills x32 calls (SIGSYS) on an x86_64 filter
+
+
+def test_an_ordinary_job_reaches_its_own_unix_sockets_and_no_other(sandbox):
+    """Every job may bind, listen and connect AF_UNIX sockets (a DataLoader's workers need them): they reach only the
+    job. The host's abstract name is in another network namespace, and the whole root the job sees, walked, holds no
+    socket file outside the job's own tmpfs."""
+    name = "sbxhost" + secrets.token_hex(6)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)
+    listener.listen(8)
+    listener.setblocking(False)
+    try:
+        r = run(sandbox, "unix_reach_elsewhere", {"ABSTRACT": name}, wall_s=60, cpu_s=60)
+        assert r.status == "ok", r
+        assert "own sockets 2" in r.stdout
+        assert "denied host abstract ConnectionRefusedError" in r.stdout
+        assert "SOCKET_FILE" not in r.stdout and "CONNECTED" not in r.stdout, r.stdout
+        assert int(re.search(r"WALKED (\d+)", r.stdout).group(1)) > 10_000  # the walk saw the root: /usr, the venv
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
