@@ -36,8 +36,10 @@ instead (its warnings' places too: warning_lines.py):
 - **Its end.** The job ended with `os._exit` as soon as the file had run: a non-daemon thread still working was cut
   off and `atexit` callbacks never ran, where an interpreter waits for those threads (threading's shutdown: its
   executors are told to stop first) and then runs the callbacks, last registered first (`finish()`), and the
-  finalizers the program made. The fork server's own callbacks are not the program's: cleared at the start
-  (multiprocessing's too: _own_exit_callbacks says why).
+  finalizers the program made. The fork server's own callbacks are not the program's: cleared at the start, but
+  for those a new interpreter registers too (INTERPRETER_EXIT_CALLBACKS): multiprocessing's joins the processes
+  the program started and left running (a child's output after the parent's last line was lost), and stops its
+  daemonic ones.
 
 What cannot be made new in a forked process stays the server's: the string hash secret (PYTHONHASHSEED is read when
 an interpreter starts), so `hash("abc")` and a set of strings' order are the same in every job of one server.
@@ -48,6 +50,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
+import gc
 import os
 import random
 import sys
@@ -69,6 +72,11 @@ _FIRST_FINALIZER = 0
 SEED_BYTES = 8  # torch's seeds are 64-bit (torch.manual_seed takes up to 0xffff_ffff_ffff_ffff)
 MT_STATE_WORDS = 624  # NumPy's legacy RandomState: MT19937's 624 32-bit words (numpy/random/_mt19937.pyx)
 MT_STATE_BYTES = MT_STATE_WORDS * 4
+# the exit callbacks of the server's that a new interpreter running the script has too, in the order `import torch`
+# registers them (the last runs first): DataLoader iterators learn the interpreter is exiting, and multiprocessing
+# terminates the program's daemonic processes and joins the others
+INTERPRETER_EXIT_CALLBACKS = (("torch.utils.data._utils", "_set_python_exit_flag"),
+                              ("multiprocessing.util", "_exit_function"))
 
 
 def start(filename: str, code: str | None = None, seed: int | None = None) -> int:
@@ -107,21 +115,37 @@ def finish() -> None:
     traceback is shown, or to sys.exit), before it exits: wait for the program's non-daemon threads, then run its
     atexit callbacks (one that raises is reported as Python reports it, and the next runs). Each only where the
     program left it something to do (their first run in a job cost ~0.25 ms of CPU): another thread alive, a
-    callback of its own, a finalizer it made."""
+    callback of its own, a finalizer it made, a process or a finalizer of multiprocessing's."""
     if threading.active_count() > 1:
         threading._shutdown()
-    if atexit._ncallbacks() > _KEPT_CALLBACKS or next(weakref.finalize._index_iter) > _FIRST_FINALIZER:
+    if (atexit._ncallbacks() > _KEPT_CALLBACKS or next(weakref.finalize._index_iter) > _FIRST_FINALIZER
+            or _multiprocessing_left_work()):
+        # no cyclic collection meanwhile: CPython collects at shutdown only after the callbacks, and a __del__ run
+        # before them does what it would not do then (a DataLoader iterator left by an exception joins its
+        # workers, 5 s each, where after torch's exit flag is set it does nothing)
+        gc.disable()
         atexit._run_exitfuncs()
 
 
+def _multiprocessing_left_work() -> bool:
+    """True when the program started a process through multiprocessing (a DataLoader's workers too) or made one of
+    its finalizers (a Queue's, a Pool's): its exit callback has them to join or run (the server has none: a job
+    starts with neither)."""
+    processes, util = sys.modules.get("multiprocessing.process"), sys.modules.get("multiprocessing.util")
+    return bool(processes is not None and processes._children) or bool(util is not None and util._finalizer_registry)
+
+
 def _own_exit_callbacks() -> None:
-    """Leave the process only the exit callback for the finalizers the program makes (weakref.finalize's), not the
-    fork server's callbacks (running them took ~30 ms a job) nor its finalizers. multiprocessing's own callback,
-    which a new interpreter has too (it joins the program's child processes), is left out: with a DataLoader's
-    workers still alive after the program failed it waited until the wall limit here (tests/sandbox/test_loopback.py),
-    so the program's child processes are stopped by the sandbox at the job's end, as before."""
+    """Leave the process only the exit callbacks a new interpreter has (INTERPRETER_EXIT_CALLBACKS: torch's
+    DataLoader flag, multiprocessing's, which joins the program's child processes) and the one for the finalizers
+    the program makes (weakref.finalize's), not the fork server's callbacks (running them took ~30 ms a job) nor
+    its finalizers. The server has no process or finalizer of multiprocessing's for its callback to find."""
     global _KEPT_CALLBACKS, _FIRST_FINALIZER
     atexit._clear()
+    for module, name in INTERPRETER_EXIT_CALLBACKS:
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            atexit.register(getattr(loaded, name))
     atexit.register(_programs_finalizers)
     weakref.finalize._registered_with_atexit = True  # a finalizer the program makes registers nothing more
     # the finalizers from here on are the program's (marking the server's ~170 off cost 0.5 ms, first run in a fork)

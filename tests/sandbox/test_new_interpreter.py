@@ -222,3 +222,61 @@ def test_each_rank_draws_a_seed_of_its_own(sandbox):
     assert (r.status, r.exit_code) == ("ok", 0), r.stderr
     seeds = {rank: lines[0] for rank, lines in by_rank(r.stdout).items()}
     assert sorted(seeds) == [0, 1] and seeds[0] != seeds[1], seeds
+
+
+# a process left running at the script's end (joined, as an interpreter's multiprocessing does), and a daemonic one
+# (stopped); waits with a timeout on multiprocessing's selectors, timed on the program's clock
+LEFT_RUNNING = """\
+import multiprocessing as mp
+import time
+
+
+def work():
+    time.sleep(0.3)
+    print("child finished its work", flush=True)
+
+
+if __name__ == "__main__":
+    mp.Process(target=time.sleep, args=(3600,), daemon=True).start()
+    mp.Process(target=work).start()
+    print("parent done", flush=True)
+"""
+TIMED_WAITS = """\
+import asyncio
+import multiprocessing as mp
+import queue
+import time
+
+started = time.monotonic()
+try:
+    mp.Queue().get(timeout=0.3)
+except queue.Empty:
+    print("queue empty after", round(time.monotonic() - started, 1))
+sleeper = mp.Process(target=time.sleep, args=(3600,), daemon=True)
+sleeper.start()
+started = time.monotonic()
+sleeper.join(timeout=0.2)
+print("join gave up after", round(time.monotonic() - started, 1), "alive", sleeper.is_alive())
+started = time.monotonic()
+asyncio.run(asyncio.sleep(0.2))
+print("asyncio slept", round(time.monotonic() - started, 1))
+"""
+
+
+def test_a_process_the_program_left_running_is_joined_at_its_end(sandbox):
+    """As `python main.py` does (multiprocessing's exit callback): the child's last line is not lost, and the
+    daemonic one is stopped rather than waited for (the job ends long before the wall limit)."""
+    for job in ({}, {"host": PLAIN_CPU}, {"mode": "grade", "grade": {"exercise": "t", "probe": None}}):
+        result = sandbox.run(Job(code=LEFT_RUNNING, filename="main.py", **job))
+        assert result.status == "ok", result
+        assert result.stdout.splitlines() == ["parent done", "child finished its work"], result
+        assert result.duration_ms < 5000, result
+
+
+def test_a_wait_with_a_timeout_ends_on_the_simulated_clock_as_on_a_real_host(sandbox):
+    """multiprocessing's timed waits select until time.monotonic() passes their deadline: on the simulated host's
+    clock, which a wait in a selector moves on (clock.install_waits), they give up as on the plain CPU; asyncio's
+    timers read that clock too. Before, each one waited until the wall limit."""
+    expected = ["queue empty after 0.3", "join gave up after 0.2 alive True", "asyncio slept 0.2"]
+    for host in ({}, {"host": PLAIN_CPU}):
+        assert _drawn(sandbox, TIMED_WAITS, **host).splitlines() == expected

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import selectors
+import threading
 import time
 
 import torch
@@ -48,6 +50,10 @@ REAL_TIME_NS = time.time_ns
 REAL_SLEEP = time.sleep
 REAL_CLOCK_GETTIME = time.clock_gettime
 REAL_CLOCK_GETTIME_NS = time.clock_gettime_ns
+# the selectors whose select() waits on the program's behalf (selectors.py: the poll-like ones share one); the
+# program's waits in them move its clock on (DeviceClock.install_waits)
+SELECTORS = tuple(getattr(selectors, name) for name in (
+    "SelectSelector", "PollSelector", "EpollSelector", "DevpollSelector", "KqueueSelector") if hasattr(selectors, name))
 # the clock ids time.clock_gettime reads on the modeled clock: the wall and elapsed-time clocks (the ones
 # perf_counter, monotonic and time read on Linux, and their raw and suspend-counting kin). The CPU-time clocks
 # (CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID) stay real: a real GPU run's CPU time is its host's too
@@ -715,6 +721,35 @@ class DeviceClock:
 
         patches.set(time, "clock_gettime", clock_gettime)
         patches.set(time, "clock_gettime_ns", clock_gettime_ns)
+        self.install_waits(patches)
+
+    def install_waits(self, patches) -> None:
+        """A wait of the program's main thread in a selector moves the host's clock on, as a sleep does: by the
+        timeout when nothing came, else by the real time it waited (the host waited that long for other processes'
+        work: a DataLoader's workers, a pipe). Without it a wait that gives up at a deadline read on the program's
+        clock never reached the deadline: multiprocessing's `Process.join(timeout)`, `Queue.get(timeout=...)` and
+        `Connection.poll(timeout)` select until `time.monotonic()` passes it (multiprocessing/connection.py, wait),
+        and a DataLoader iterator given up after a worker's exception joins its workers so (5 s each, torch's
+        MP_STATUS_CHECK_INTERVAL): that program ran until the sandbox's wall limit. asyncio's timers read the same
+        clock. Another thread's wait, or one inside the simulation's own work, moves nothing."""
+        main = threading.main_thread().ident
+        for cls in SELECTORS:
+            real = cls.select
+
+            def select(selector, timeout=None, _real=real):
+                if self._depth or threading.get_ident() != main:
+                    return _real(selector, timeout)
+                self._commit(0.0)
+                self._anchor()
+                started = REAL_MONOTONIC()
+                ready = _real(selector, timeout)
+                waited = REAL_MONOTONIC() - started
+                self._commit(0.0)
+                self.host += max(0.0, float(timeout)) if not ready and timeout is not None else waited
+                self._anchor()
+                return ready
+
+            patches.set(cls, "select", select)
 
     def step_done(self) -> None:
         """An optimizer step returned: note when its work ends, the later of the host's time and the GPU's."""
