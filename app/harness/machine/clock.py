@@ -724,14 +724,15 @@ class DeviceClock:
         self.install_waits(patches)
 
     def install_waits(self, patches) -> None:
-        """A wait of the program's main thread in a selector moves the host's clock on, as a sleep does: by the
-        timeout when nothing came, else by the real time it waited (the host waited that long for other processes'
-        work: a DataLoader's workers, a pipe). Without it a wait that gives up at a deadline read on the program's
-        clock never reached the deadline: multiprocessing's `Process.join(timeout)`, `Queue.get(timeout=...)` and
-        `Connection.poll(timeout)` select until `time.monotonic()` passes it (multiprocessing/connection.py, wait),
-        and a DataLoader iterator given up after a worker's exception joins its workers so (5 s each, torch's
-        MP_STATUS_CHECK_INTERVAL): that program ran until the sandbox's wall limit. asyncio's timers read the same
-        clock. Another thread's wait, or one inside the simulation's own work, moves nothing."""
+        """A wait of the program's main thread in a selector that times out moves the host's clock on by its
+        timeout, as a sleep moves it by what was asked; one that something ended (a worker's batch came) reads as
+        instantaneous, as every other blocking wait does, so the modeled times stay the same under load. Without
+        it a wait that gives up at a deadline read on the program's clock never reached the deadline:
+        multiprocessing's `Process.join(timeout)`, `Queue.get(timeout=...)` and `Connection.poll(timeout)` select
+        until `time.monotonic()` passes it (multiprocessing/connection.py, wait), and a DataLoader iterator given
+        up after a worker's exception joins its workers so (5 s each, torch's MP_STATUS_CHECK_INTERVAL): that
+        program ran until the sandbox's wall limit. asyncio's timers read the same clock. Another thread's wait, or
+        one inside the simulation's own work, moves nothing."""
         main = threading.main_thread().ident
         for cls in SELECTORS:
             real = cls.select
@@ -739,14 +740,11 @@ class DeviceClock:
             def select(selector, timeout=None, _real=real):
                 if self._depth or threading.get_ident() != main:
                     return _real(selector, timeout)
-                self._commit(0.0)
-                self._anchor()
-                started = REAL_MONOTONIC()
                 ready = _real(selector, timeout)
-                waited = REAL_MONOTONIC() - started
-                self._commit(0.0)
-                self.host += max(0.0, float(timeout)) if not ready and timeout is not None else waited
-                self._anchor()
+                if not ready and timeout is not None and timeout > 0:
+                    self._commit(0.0)
+                    self.host += float(timeout)
+                    self._anchor()
                 return ready
 
             patches.set(cls, "select", select)
