@@ -143,9 +143,9 @@ def _own_exit_callbacks() -> None:
     global _KEPT_CALLBACKS, _FIRST_FINALIZER
     atexit._clear()
     for module, name in INTERPRETER_EXIT_CALLBACKS:
-        loaded = sys.modules.get(module)
-        if loaded is not None:
-            atexit.register(getattr(loaded, name))
+        callback = getattr(sys.modules.get(module), name, None)  # None: not imported, or not in this release
+        if callback is not None:
+            atexit.register(callback)
     atexit.register(_programs_finalizers)
     weakref.finalize._registered_with_atexit = True  # a finalizer the program makes registers nothing more
     # the finalizers from here on are the program's (marking the server's ~170 off cost 0.5 ms, first run in a fork)
