@@ -246,32 +246,42 @@ class Distributed:
 
         @functools.wraps(original)
         def collective(*args, **kwargs):
-            line = me._line(direct=True)
-            if line is not None:
-                me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
-            else:
-                me._through_library(name)
-            if not me.simulated:
-                return original(*args, **kwargs)
-            barrier_device = None
-            if name == "barrier":
-                ids = kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
-                if me.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
-                    barrier_device = (_device_name(ids[0]) if ids else me.bound_device
-                                      or f"cuda:{torch.cuda.current_device()}")
-                    me.as_nccl([barrier_device])
-            else:
-                me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
-            with CLOCK.emulating():  # the real exchange over gloo is the simulation's time; the clock models NCCL's
-                if name == "all_reduce" and me.averages(args, kwargs):
-                    result = me.all_reduce_average(original, args, kwargs)
-                elif name in ONE_TENSOR_GATHERS and me.asked_nccl():
-                    result = me.all_gather_into_tensor(args, kwargs)
-                else:
-                    result = original(*args, **kwargs)
-            if CLOCK.active and dist.is_initialized():
-                me.charge(name, original, args, kwargs, barrier_device)
-            return result
+            # the wrapper's own work (the learner's line, the NCCL checks, the modeled charge) and the real exchange
+            # over gloo are the simulation's time: the clock models NCCL's, and the program's host work up to the
+            # call counts on entry. Counted as host time, this work passed the clock's 1 ms floor on a busy host
+            # (the allocator reclaiming pages is CPU time of the thread), and the other ranks waited for it
+            with CLOCK.emulating():
+                return me._run_collective(name, original, args, kwargs)
+        return collective
+
+    def _run_collective(self, name: str, original, args, kwargs):
+        me = self
+        line = me._line(direct=True)
+        if line is not None:
+            me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
+        else:
+            me._through_library(name)
+        if not me.simulated:
+            return original(*args, **kwargs)
+        barrier_device = None
+        if name == "barrier":
+            ids = kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
+            if me.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
+                barrier_device = (_device_name(ids[0]) if ids else me.bound_device
+                                  or f"cuda:{torch.cuda.current_device()}")
+                me.as_nccl([barrier_device])
+        else:
+            me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
+        if name == "all_reduce" and me.averages(args, kwargs):
+            result = me.all_reduce_average(original, args, kwargs)
+        elif name in ONE_TENSOR_GATHERS and me.asked_nccl():
+            result = me.all_gather_into_tensor(args, kwargs)
+        else:
+            result = original(*args, **kwargs)
+        if CLOCK.active and dist.is_initialized():
+            me.charge(name, original, args, kwargs, barrier_device)
+        return result
+
         return collective
 
     # ---------------------------------------------------------------- the collectives' modeled time
@@ -338,7 +348,7 @@ class Distributed:
         """A collective a library function made for the learner (accelerate's `gather_for_metrics`, `reduce`,
         ...): record it as a `library_collective` fact naming the function the learner's line called."""
         learner = self.tracer.learner_frame()
-        f = sys._getframe(2)
+        f = sys._getframe(3)  # past _run_collective and the wrapper
         while f is not None and f.f_back is not learner:
             f = f.f_back
         if learner is None or f is None:
