@@ -282,8 +282,6 @@ class Distributed:
             me.charge(name, original, args, kwargs, barrier_device)
         return result
 
-        return collective
-
     # ---------------------------------------------------------------- the collectives' modeled time
     def agreement(self, group):
         """A function giving the latest of the group's ranks' values (a float, or a tuple of them, each the
