@@ -53,10 +53,13 @@ dist.destroy_process_group()
 # differ. Host time only ever adds to a block (a rank that waits for a late one waits in its next block), so the least
 # block is the model's own figure, as timeit takes the least of its repeats; two of five blocks were inflated at most
 # in these runs, and an unloaded run's least block is the single block's figure it replaced (small 0.0985 and 0.0997
-# ms, large 0.659 and 0.388 ms)
+# ms, large 0.659 and 0.388 ms). On 2026-12-06 this machine ran everything about twice as slowly, and a two-rank
+# "large" step's host work passed the floor in most steps: all five blocks were inflated (0.56-0.80 ms, ratio
+# 0.98-1.18) in 5 of 11 runs of this file, and in 2 of 9 once the harness's own bookkeeping of a DDP forward no longer
+# counted (distributed.py: ddp_forward); with twelve blocks, in none of 6
 DDP_STEPS = r"""
 import json, os, time, torch, torch.distributed as dist
-BLOCKS = 5
+BLOCKS = 12
 from torch import nn
 ranks = int(os.environ.get("WORLD_SIZE", "1"))
 rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -448,7 +448,8 @@ class Distributed:
         """DistributedDataParallel.forward: with the clock, the backward pass its output leads to all-reduces the
         gradients bucket by bucket (unless under `no_sync()`, as DDP itself decides at forward)."""
         if self.simulated and CLOCK.active and torch.is_grad_enabled() and ddp.require_backward_grad_sync:
-            CLOCK.pending_sync = self.gradient_sync(ddp)
+            with CLOCK.excluded():  # the simulation's bookkeeping, not the program's host time
+                CLOCK.pending_sync = self.gradient_sync(ddp)
         return _DDP_FORWARD(ddp, *args, **kwargs)
 
     def gradient_sync(self, ddp):
