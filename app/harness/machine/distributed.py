@@ -248,38 +248,37 @@ class Distributed:
         def collective(*args, **kwargs):
             # the wrapper's own work (the learner's line, the NCCL checks, the modeled charge) and the real exchange
             # over gloo are the simulation's time: the clock models NCCL's, and the program's host work up to the
-            # call counts on entry. Counted as host time, this work passed the clock's 1 ms floor on a busy host
-            # (the allocator reclaiming pages is CPU time of the thread), and the other ranks waited for it
+            # call counts on entry. Counted as host time, this work passed the clock's 1 ms floor on one rank of a
+            # busy CI machine, and the other rank waited for it
             with CLOCK.emulating():
                 return me._run_collective(name, original, args, kwargs)
         return collective
 
     def _run_collective(self, name: str, original, args, kwargs):
-        me = self
-        line = me._line(direct=True)
+        line = self._line(direct=True)
         if line is not None:
-            me.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
+            self.tracer.record("collective", op=name, line=line, initialized=dist.is_initialized())
         else:
-            me._through_library(name)
-        if not me.simulated:
+            self._through_library(name)
+        if not self.simulated:
             return original(*args, **kwargs)
         barrier_device = None
         if name == "barrier":
             ids = kwargs.pop("device_ids", None)  # gloo would allocate its barrier tensor on that (real) GPU
-            if me.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
-                barrier_device = (_device_name(ids[0]) if ids else me.bound_device
+            if self.nccl_only():  # torch's choice: device_ids, else the bound device, else the current one
+                barrier_device = (_device_name(ids[0]) if ids else self.bound_device
                                   or f"cuda:{torch.cuda.current_device()}")
-                me.as_nccl([barrier_device])
+                self.as_nccl([barrier_device])
         else:
-            me.as_nccl([me.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
-        if name == "all_reduce" and me.averages(args, kwargs):
-            result = me.all_reduce_average(original, args, kwargs)
-        elif name in ONE_TENSOR_GATHERS and me.asked_nccl():
-            result = me.all_gather_into_tensor(args, kwargs)
+            self.as_nccl([self.tracer.device_of(t) for t in tensors_in((args, kwargs))][:1])
+        if name == "all_reduce" and self.averages(args, kwargs):
+            result = self.all_reduce_average(original, args, kwargs)
+        elif name in ONE_TENSOR_GATHERS and self.asked_nccl():
+            result = self.all_gather_into_tensor(args, kwargs)
         else:
             result = original(*args, **kwargs)
         if CLOCK.active and dist.is_initialized():
-            me.charge(name, original, args, kwargs, barrier_device)
+            self.charge(name, original, args, kwargs, barrier_device)
         return result
 
     # ---------------------------------------------------------------- the collectives' modeled time
