@@ -4,12 +4,16 @@ Both sides use one warm LocalRunner (fork server up, pool refilled between runs,
 - plain: the solution as a `run` job on the plain CPU (PLAIN_CPU: no tracer, no simulated GPU), end to end;
 - graded: `grade_submission` of the solution (simulated GPU, tracer, probe, report, checks), end to end;
 the overhead is graded minus plain, p50 over RUNS runs each. Also measured: the same `run` job on the default
-simulated host (what `course run` does since issue 12), to show what the simulation alone costs.
+simulated host (what `course run` does since issue 12), to show what the simulation alone costs; and, in this
+process with no sandbox, what seeing every torch call costs at all: the solution executed warm, plainly and under a
+TorchFunctionMode that only hands each call on (`interception_floor`), the floor of any tracer built on a mode.
 Writes bench/results/grading.json.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import statistics
 import time
@@ -44,6 +48,40 @@ def _timed(call, runs: int) -> list[float]:
     return times
 
 
+def interception_floor(code: str, runs: int) -> dict:
+    """What a TorchFunctionMode that does nothing but hand each call on adds to the program, in this process (warm,
+    output discarded, CPU time of this thread): the least any tracer that sees every torch call can cost."""
+    from torch.overrides import TorchFunctionMode
+
+    class HandOn(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            HandOn.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    compiled = compile(code, "main.py", "exec")
+
+    def once(mode) -> float:
+        with contextlib.redirect_stdout(io.StringIO()), (mode or contextlib.nullcontext()):
+            started = time.thread_time()
+            exec(compiled, {"__name__": "__main__"})
+            return (time.thread_time() - started) * 1000
+
+    plain, handed = [], []
+    for i in range(WARMUP + runs):  # alternated, so a slower stretch of the machine falls on both
+        p, h = once(None), once(HandOn())
+        if i >= WARMUP:
+            plain.append(p)
+            handed.append(h)
+    HandOn.calls = 0
+    once(HandOn())
+    return {"inprocess_plain_p50_ms": round(pct(plain, 50), 2),
+            "inprocess_hand_on_mode_p50_ms": round(pct(handed, 50), 2),
+            "hand_on_mode_calls": HandOn.calls,
+            "hand_on_mode_us_per_call": round((pct(handed, 50) - pct(plain, 50)) * 1000 / max(HandOn.calls, 1), 2)}
+
+
 def run(runs: int = RUNS) -> dict:
     """Measure plain and graded runs of training-loop's solution; write bench/results/grading.json."""
     exercise = load_exercise(ROOT / "exercises" / "training-loop")
@@ -71,6 +109,7 @@ def run(runs: int = RUNS) -> dict:
         "grading_overhead_p50_ms": round(pct(graded, 50) - pct(plain, 50), 1),
         "grading_overhead_p95_ms": round(pct(overhead, 95), 1),
         "statuses": sorted(statuses),
+        **interception_floor(exercise.solution, runs),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "grading.json").write_text(json.dumps(figures, indent=2) + "\n")
@@ -88,4 +127,7 @@ def table(f: dict) -> str:
         f"  grading overhead                                        {f['grading_overhead_p50_ms']:>7}  "
         f"{f['grading_overhead_p95_ms']:>7}",
         f"  verdict statuses seen: {', '.join(f['statuses'])}",
+        f"  in this process, warm: plain {f['inprocess_plain_p50_ms']} ms, under a mode that only hands each call on "
+        f"{f['inprocess_hand_on_mode_p50_ms']} ms ({f['hand_on_mode_calls']} calls, "
+        f"{f['hand_on_mode_us_per_call']} us each)",
     ])

@@ -54,6 +54,8 @@ def headline(summary: dict) -> dict:
         "plain_job_training_loop_p50_ms": g("grading.plain_job_p50_ms"),
         "simulated_run_job_training_loop_p50_ms": g("grading.simulated_run_job_p50_ms"),
         "grading_overhead_p50_ms": g("grading.grading_overhead_p50_ms"),
+        "inprocess_plain_p50_ms": g("grading.inprocess_plain_p50_ms"),
+        "inprocess_hand_on_mode_p50_ms": g("grading.inprocess_hand_on_mode_p50_ms"),
         "sim_fidelity": g("fidelity.sim_fidelity"),
         "fidelity_programs": g("fidelity.programs"),
         "celery_submit_p50_ms": g("workers.celery_submit_p50_ms"),
@@ -97,6 +99,8 @@ def headline(summary: dict) -> dict:
                                              out["plain_job_training_loop_p50_ms"])
     out["grade_over_simulated_run"] = _ratio(out["course_grade_training_loop_p50_ms"],
                                              out["simulated_run_job_training_loop_p50_ms"])
+    # the floor of any tracer built on a TorchFunctionMode: one that only hands each call on, over the bare program
+    out["hand_on_mode_over_plain"] = _ratio(out["inprocess_hand_on_mode_p50_ms"], out["inprocess_plain_p50_ms"])
     out["http_over_plain"] = _ratio(out["grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
     out["load_capacity_share"] = _ratio(out["verdicts_per_s"], out["raw_jobs_per_s"])
     out["first_job_over_later"] = _ratio(out["first_job_ms"], out["later_jobs_p50_ms"])
@@ -150,6 +154,9 @@ ROWS = [
     ("... and: `course grade` training-loop, warm p50 (ms) vs its run job on the simulated GPU",
      "course_grade_training_loop_p50_ms", "simulated_run_job_training_loop_p50_ms", "grade_over_simulated_run", "",
      None),
+    ("... and in the bench's own process, warm, no sandbox: training-loop under a TorchFunctionMode that only hands "
+     "each call on (ms) vs the bare program", "inprocess_hand_on_mode_p50_ms", "inprocess_plain_p50_ms",
+     "hand_on_mode_over_plain", "", None),
     ("HTTP grade training-loop p50 (ms) vs plain run job", "grade_training_loop_p50_ms",
      "plain_job_training_loop_p50_ms", "http_over_plain", _target("http_over_plain"), _meets("http_over_plain")),
     ("HTTP grade training-loop p50 (ms) vs cold subprocess", "grade_training_loop_p50_ms",

@@ -28,6 +28,14 @@ def test_the_clocks_figures_have_stable_headline_keys():
     assert "| 900.0 | 30,000.0 | 0.0 |" in table and "| 0.2 |" in table
 
 
+def test_the_interception_floor_is_a_ratio_of_the_same_runs_two_in_process_figures():
+    head = headline({"grading": {"inprocess_plain_p50_ms": 8.0, "inprocess_hand_on_mode_p50_ms": 12.0,
+                                 "plain_job_p50_ms": 20.0, "grade_training_loop_p50_ms": 50.0}})
+    assert head["hand_on_mode_over_plain"] == 1.5 and head["grade_over_plain"] == 2.5
+    assert "| 12.0 | 8.0 | 1.5 |" in markdown(head)
+    assert headline({"grading": {"plain_job_p50_ms": 20.0}})["hand_on_mode_over_plain"] is None  # not measured
+
+
 def test_summary_has_every_headline_key_with_ratios_and_targets():
     figures = {"sandbox": {"warm": {"p50_ms": 20.0, "p95_ms": 25.0}, "cold": {"p50_ms": 2000.0, "p95_ms": 2500.0},
                            "memory": {"idle_child_uss_mb": 2.5}},
