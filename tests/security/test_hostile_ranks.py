@@ -84,6 +84,6 @@ def test_nothing_a_rank_leaves_behind_outlives_the_group(sandbox):
     marker = "sbxr" + secrets.token_hex(4)
     r = run_ranks(sandbox, "ranks_leftover", {"MARKER": marker})
     assert r.status == "ok" and r.stdout.count("left a child behind") == 2, r
-    assert gone(marker, within_s=1.0)
+    assert gone(marker, within_s=5.0)  # what survived would sleep 60 s; what was killed exits in the idle cgroup
     time.sleep(0.5)
     assert procs_named(marker) == []
