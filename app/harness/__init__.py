@@ -55,12 +55,12 @@ def prepare_ahead(host: dict, warm=None, spare: bool = False) -> None:
     """In a pre-forked sandbox child, isolated and waiting: warm its pages (warm(), the fork server's own, and the
     simulation's: session.warm_simulation) and build the simulated host and the tracer of a one-process job on
     `host` (a SimulatedHost payload) before the job comes; the fork server then hands this child only a job that
-    fits it (contract.fits_ahead). warm None: no warm-up at all, the session only (a child made while the sandbox
-    is busy: PreforkPool.refill says why). spare: first fork the process that runs a graded job's first copy elsewhere,
-    which builds the session ahead for itself but warms nothing (elsewhere.fork_spare): its copy runs beside the
-    graded run and is done long before it, so warming it would only move the copy's page faults ahead, at the price
-    of the warm-up loop. With the warm-ups, the session built ahead then rehearses torch's CUDA initialisation and
-    undoes it (session.warm_first_placement): the job's first placement runs warm code."""
+    fits it (contract.fits_ahead). warm None: no warm-up at all, the session only (a child made while the jobs fill
+    the sandbox's cores: PreforkPool.refill says why). spare: first fork the process that runs a graded job's first
+    copy elsewhere, which builds the session ahead for itself but warms nothing (elsewhere.fork_spare): its copy runs
+    beside the graded run and is done long before it, so warming it would only move the copy's page faults ahead, at
+    the price of the warm-up loop. With the warm-ups, the session built ahead then rehearses torch's CUDA
+    initialisation and undoes it (session.warm_first_placement): the job's first placement runs warm code."""
     from app.harness import elsewhere, grade, session
 
     if spare:  # before this process warms its pages: those stay its own, not shared with the spare

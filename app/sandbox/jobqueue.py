@@ -106,9 +106,18 @@ class JobQueue:
             # goes out first (PreforkPool.refill says why); the step after the hold tops the pool up
             running = [job for job in self.jobs.values() if job.status is None]
             hold = any(time.monotonic() - job.started < REFILL_HOLD_S for job in running)
+            # busy: the jobs running and queued fill the cores jobs may use, so a child made now skips its warm-ups
+            # (PreforkPool.refill says why); a lone learner's job leaves a core for them
+            busy = len(running) + len(self.waiting) >= self.job_cores()
             for pool in (self.cpu_pool, self.gpu_pool):
                 if pool is not None:
-                    pool.refill(hold, busy=bool(running))
+                    pool.refill(hold, busy=busy)
+
+    def job_cores(self) -> float:
+        """The cores all jobs together may use: the jobs' parent group's cap (COURSE_SANDBOX_CPU_RESERVE), else this
+        server's."""
+        cgroups = self.cgroups
+        return (cgroups.jobs_cores() or cgroups.cores) if cgroups is not None else float(len(os.sched_getaffinity(0)))
 
     def start_job(self, job_id: str, payload: dict, limits: Limits, gpu: bool = False, key: str | None = None) -> None:
         """Queue a job for a child of its pool (a GPU slot's when it asks for a GPU and there are slots).

@@ -87,17 +87,20 @@ class PreforkPool:
         hold: a job was just handed over. Then only an empty pool is refilled: the server no longer waits for the
         zygote's fork (zygote.py), but the fork (it copies the page tables of torch's heap: 5 ms idle, 60 ms on a
         loaded host), the new child's isolation and its cgroups' creation take CPU from a short job that has just
-        started, on a host with few cores. busy: a job is running."""
+        started, on a host with few cores. busy: the jobs running and queued fill the cores jobs may use
+        (JobQueue.refill_pools)."""
         if hold and self.waiting:
             return
         # `size` children that build the default machine's session, and one that builds nothing for other jobs
         # (with one kind only, a job on the default machine that comes while its child still builds would take the
         # plain one: the pool's depth is what hides a child's preparation)
         wanted = self.size + (1 if self.ahead is not None and self.size else 0)
-        # a child made while a job runs skips the page warm-ups (prepare_ahead) and builds only the session: the
-        # sandbox is busy, every child it makes is soon taken, and the warm-ups cost the child more CPU than they
-        # spare its job (878756e has the figures). A child made while the sandbox is idle still warms up, for a
-        # lone learner's shorter job.
+        # a child made while the sandbox is busy skips the page warm-ups (prepare_ahead) and builds only the session:
+        # every child it makes is soon taken, and the warm-ups cost the child more CPU than they spare its job
+        # (878756e has the figures). A child made while a core is free warms up there, for a lone learner's shorter
+        # job: this includes one made while that learner's own graded job runs (most run past REFILL_HOLD_S), whose
+        # cold child took ~1,850 more page faults in the next graded training-loop run, 8-11 ms of its CPU
+        # (bench/README.md, "A lone learner's next child").
         warm_ahead = not busy
         while len(self.waiting) < wanted and self.failures < MAX_FAILURES:
             ahead, spare = self._next_ahead()

@@ -9,6 +9,8 @@ exactly as in one whose children build nothing, and the program's clocks start w
 from __future__ import annotations
 
 import json
+import math
+import os
 import threading
 import time
 from dataclasses import replace
@@ -52,7 +54,12 @@ class Server:
         self.defaults = "defaults"
         self.spawned: list = []
         self.jobs: dict = {}  # running jobs (status None) and finished ones
+        self.waiting: list = []  # queued jobs
         self.refuse, self.closing, self.cpu_pool, self.gpu_pool = None, False, None, None  # for JobQueue.refill_pools
+        self.cgroups = SimpleNamespace(jobs_cores=lambda: 1.5, cores=2.0)  # two cores, half of one kept for pages
+
+    def job_cores(self) -> float:
+        return jobqueue.JobQueue.job_cores(self)
 
     def spawn_child(self, limits, net=None, ahead=None, spare=False, warm_ahead=False):
         child = SimpleNamespace(limits=limits, net=net, ahead=ahead, spare=spare, ready=True, warm_ahead=warm_ahead)
@@ -82,22 +89,39 @@ def test_the_pool_keeps_its_size_of_children_that_built_ahead_and_one_that_built
     assert forked.ahead is None and forked.warm_ahead is False  # forked for the job: builds and warms nothing
 
 
-def test_children_made_while_a_job_runs_skip_the_warm_ups_and_those_made_idle_do_not():
+def test_children_made_while_the_jobs_fill_the_cores_skip_the_warm_ups_and_the_others_do_not():
     server = Server()
     server.cpu_pool = pool = pools.PreforkPool(server, 2, HOST)
     refill = lambda: jobqueue.JobQueue.refill_pools(server)  # noqa: E731 - the fork server's own step
     refill()
     assert [c.warm_ahead for c in pool.waiting] == [True, True, True]
     past_hold = time.monotonic() - jobqueue.REFILL_HOLD_S - 1
-    server.jobs = {"a": SimpleNamespace(status=None, started=past_hold),
-                   "b": SimpleNamespace(status=0, started=past_hold)}
+    running = SimpleNamespace(status=None, started=past_hold)
+    server.jobs = {"a": running, "b": SimpleNamespace(status=0, started=past_hold)}
     pool.take("defaults", None, payload())
     refill()
-    assert pool.waiting[-1].warm_ahead is False  # the sandbox is busy: the child is soon taken
-    server.jobs = {"b": SimpleNamespace(status=0, started=past_hold)}
+    assert pool.waiting[-1].warm_ahead is True  # one job on 1.5 cores: a lone learner's, a core left for the warm-ups
+    server.jobs = {"a": running, "c": running}
+    pool.take("defaults", None, payload())
+    refill()
+    assert pool.waiting[-1].warm_ahead is False  # the jobs fill the cores: the child is soon taken
+    server.jobs, server.waiting = {"a": running}, [("queued", {}, "defaults", pool, None, None)]
+    pool.take("defaults", None, payload())
+    refill()
+    assert pool.waiting[-1].warm_ahead is False  # a job waits for a child: as busy
+    server.jobs, server.waiting = {"b": SimpleNamespace(status=0, started=past_hold)}, []
     pool.take("defaults", None, payload())
     refill()
     assert pool.waiting[-1].warm_ahead is True
+
+
+def test_the_cores_jobs_may_use_are_the_jobs_cap_else_the_servers():
+    server = Server()
+    assert server.job_cores() == 1.5
+    server.cgroups = SimpleNamespace(jobs_cores=lambda: None, cores=2.0)  # no reserve: no cap
+    assert server.job_cores() == 2.0
+    server.cgroups = None  # no cgroups at all (not root)
+    assert server.job_cores() == len(os.sched_getaffinity(0))
 
 
 def test_a_job_takes_a_ready_child_before_one_still_building():
@@ -246,7 +270,9 @@ def ahead(tmp_path_factory):
     """A real sandbox whose waiting child builds the default machine ahead (one child, as in the other sandbox
     tests). A job with limits of its own always gets a child forked for it, which builds nothing: the same job
     both ways, in one fork server."""
-    with BlockingRunner(make_settings(tmp_path_factory.mktemp("ahead"), sandbox_prefork=1)) as runner:
+    # as many jobs at once as the host has cores: _busy_child fills the cores jobs may use
+    with BlockingRunner(make_settings(tmp_path_factory.mktemp("ahead"), sandbox_prefork=1,
+                                      runner_concurrency=max(2, len(os.sched_getaffinity(0))))) as runner:
         yield runner
 
 
@@ -281,14 +307,20 @@ def test_the_programs_clocks_start_when_its_job_does_not_when_its_child_built_th
 
 
 def _busy_child(runner) -> None:
-    """Leave the pool's next child one made while another job ran, which skips the page warm-ups."""
-    sleeper = threading.Thread(target=runner.run, args=(Job(code="import time; time.sleep(2)",
-                                                            limits=_own_limits(runner)),))
-    sleeper.start()
-    time.sleep(0.5)  # the sleeper runs in a child forked for it; the pool's children wait
-    runner.run(Job(code="print(1)"))  # takes the child that warmed up; its replacement is made while the sleeper runs
+    """Leave the pool's next child one made while other jobs filled the cores jobs may use, which skips the page
+    warm-ups."""
+    cores = runner.runner.info["jobs_cpu_cores"] or float(len(os.sched_getaffinity(0)))
+    sleep = "import time; time.sleep(2)"
+    sleepers = [threading.Thread(target=runner.run, args=(Job(code=sleep, limits=_own_limits(runner)),))
+                for _ in range(math.ceil(cores) - 1)]  # each in a child forked for it; the pool's children wait
+    # the last takes the child that warmed up; its replacement is made while all of them run
+    sleepers.append(threading.Thread(target=runner.run, args=(Job(code=sleep),)))
+    for sleeper in sleepers:
+        sleeper.start()
+        time.sleep(0.3)
     time.sleep(0.5)  # ... and has built its session
-    sleeper.join()
+    for sleeper in sleepers:
+        sleeper.join()
 
 
 def test_a_graded_job_on_the_default_machine_reports_the_same_facts_either_way(ahead):
