@@ -106,12 +106,22 @@ class JobQueue:
             # goes out first (PreforkPool.refill says why); the step after the hold tops the pool up
             running = [job for job in self.jobs.values() if job.status is None]
             hold = any(time.monotonic() - job.started < REFILL_HOLD_S for job in running)
-            # busy: the jobs running and queued fill the cores jobs may use, so a child made now skips its warm-ups
-            # (PreforkPool.refill says why); a lone learner's job leaves a core for them
-            busy = len(running) + len(self.waiting) >= self.job_cores()
+            # busy: the jobs running, queued, and ended within REFILL_HOLD_S fill the cores jobs may use, so a child
+            # made now skips its warm-ups (PreforkPool.refill says why); a lone learner's job leaves a core for them.
+            # A job that has just ended counts: under load the runner sends the next as soon as it has its result
+            now = time.monotonic()
+            ended = sum(1 for t in self.ended if now - t < REFILL_HOLD_S)
+            busy = len(running) + len(self.waiting) + ended >= self.job_cores()
             for pool in (self.cpu_pool, self.gpu_pool):
                 if pool is not None:
                     pool.refill(hold, busy=busy)
+
+    def forget_job(self, job_id: str) -> bool:
+        """Take a job off the running ones as its result goes out (False: it was not there); remember when."""
+        if self.jobs.pop(job_id, None) is None:
+            return False
+        self.ended.append(time.monotonic())
+        return True
 
     def job_cores(self) -> float:
         """The cores all jobs together may use: the jobs' parent group's cap (COURSE_SANDBOX_CPU_RESERVE), else this

@@ -78,6 +78,7 @@ class ForkServer(JobQueue):
         # finished children's cgroups still to remove, with their uid slot and when they finished (see retire)
         self.retiring: list[tuple[object, int, float]] = []
         self.jobs: dict[str, RunningJob] = {}
+        self.ended: deque = deque(maxlen=64)  # when the latest jobs ended (monotonic s; forget_job, refill_pools)
         self.uid_slots: set[int] = set()
         self.refuse: str | None = None
         self.info: dict = {}
@@ -281,7 +282,7 @@ class ForkServer(JobQueue):
         if job.status is None:
             job.status = 0
         self._kill_proc(proc)
-        if self.jobs.pop(job.id, None) is not None:  # its result was not sent yet
+        if self.forget_job(job.id):  # its result was not sent yet
             self.send({"op": "done", "id": job.id, "result": startup.refused_result(UNREADABLE)})
 
     def drain(self, proc) -> None:
@@ -396,7 +397,7 @@ class ForkServer(JobQueue):
         except Exception as exc:  # noqa: BLE001 - this job's result could not be made: it alone ends in error
             log(f"job {job.id}: {type(exc).__name__} while building its result: {exc}")
             result = startup.refused_result(UNREADABLE)
-        del self.jobs[job.id]
+        self.forget_job(job.id)
         # the report goes on unread, after the frame's JSON; the runner reads it (jobstate.read_report)
         self.send({"op": "done", "id": job.id, "result": result, "report_asked": asked}, report)
 
