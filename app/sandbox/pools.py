@@ -87,8 +87,8 @@ class PreforkPool:
         hold: a job was just handed over. Then only an empty pool is refilled: the server no longer waits for the
         zygote's fork (zygote.py), but the fork (it copies the page tables of torch's heap: 5 ms idle, 60 ms on a
         loaded host), the new child's isolation and its cgroups' creation take CPU from a short job that has just
-        started, on a host with few cores. busy: the jobs running and queued fill the cores jobs may use
-        (JobQueue.refill_pools)."""
+        started, on a host with few cores. busy: the jobs running, queued and just ended fill the cores jobs may
+        use (JobQueue.refill_pools)."""
         if hold and self.waiting:
             return
         # `size` children that build the default machine's session, and one that builds nothing for other jobs
