@@ -104,12 +104,12 @@ class JobQueue:
         if self.refuse is None and not self.closing:
             # a job handed over within REFILL_HOLD_S and still running: most jobs end sooner, and their result
             # goes out first (PreforkPool.refill says why); the step after the hold tops the pool up
+            now = time.monotonic()
             running = [job for job in self.jobs.values() if job.status is None]
-            hold = any(time.monotonic() - job.started < REFILL_HOLD_S for job in running)
+            hold = any(now - job.started < REFILL_HOLD_S for job in running)
             # busy: the jobs running, queued, and ended within REFILL_HOLD_S fill the cores jobs may use, so a child
             # made now skips its warm-ups (PreforkPool.refill says why); a lone learner's job leaves a core for them.
             # A job that has just ended counts: under load the runner sends the next as soon as it has its result
-            now = time.monotonic()
             ended = sum(1 for t in self.ended if now - t < REFILL_HOLD_S)
             busy = len(running) + len(self.waiting) + ended >= self.job_cores()
             for pool in (self.cpu_pool, self.gpu_pool):
