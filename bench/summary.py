@@ -56,6 +56,10 @@ def headline(summary: dict) -> dict:
         "grading_overhead_p50_ms": g("grading.grading_overhead_p50_ms"),
         "inprocess_plain_p50_ms": g("grading.inprocess_plain_p50_ms"),
         "inprocess_hand_on_mode_p50_ms": g("grading.inprocess_hand_on_mode_p50_ms"),
+        "inprocess_c_hand_on_mode_p50_ms": g("grading.inprocess_c_hand_on_mode_p50_ms"),
+        "hand_on_job_training_loop_p50_ms": g("grading.hand_on_job_p50_ms"),
+        "forked_plain_p50_ms": g("grading.forked_plain_p50_ms"),
+        "forked_hand_on_mode_p50_ms": g("grading.forked_hand_on_mode_p50_ms"),
         "sim_fidelity": g("fidelity.sim_fidelity"),
         "fidelity_programs": g("fidelity.programs"),
         "celery_submit_p50_ms": g("workers.celery_submit_p50_ms"),
@@ -101,6 +105,11 @@ def headline(summary: dict) -> dict:
                                              out["simulated_run_job_training_loop_p50_ms"])
     # the floor of any tracer built on a TorchFunctionMode: one that only hands each call on, over the bare program
     out["hand_on_mode_over_plain"] = _ratio(out["inprocess_hand_on_mode_p50_ms"], out["inprocess_plain_p50_ms"])
+    # ... the same mode written in C, and, in grade_over_plain's own units, the plain run job under that mode
+    out["c_hand_on_mode_over_plain"] = _ratio(out["inprocess_c_hand_on_mode_p50_ms"], out["inprocess_plain_p50_ms"])
+    out["hand_on_job_over_plain"] = _ratio(out["hand_on_job_training_loop_p50_ms"],
+                                           out["plain_job_training_loop_p50_ms"])
+    out["forked_hand_on_over_plain"] = _ratio(out["forked_hand_on_mode_p50_ms"], out["forked_plain_p50_ms"])
     out["http_over_plain"] = _ratio(out["grade_training_loop_p50_ms"], out["plain_job_training_loop_p50_ms"])
     out["load_capacity_share"] = _ratio(out["verdicts_per_s"], out["raw_jobs_per_s"])
     out["first_job_over_later"] = _ratio(out["first_job_ms"], out["later_jobs_p50_ms"])
@@ -157,6 +166,13 @@ ROWS = [
     ("... and in the bench's own process, warm, no sandbox: training-loop under a TorchFunctionMode that only hands "
      "each call on (ms) vs the bare program", "inprocess_hand_on_mode_p50_ms", "inprocess_plain_p50_ms",
      "hand_on_mode_over_plain", "", None),
+    ("... and the same, the mode's `__torch_function__` written in C (ms) vs the bare program",
+     "inprocess_c_hand_on_mode_p50_ms", "inprocess_plain_p50_ms", "c_hand_on_mode_over_plain", "", None),
+    ("... and the floor in grade_over_plain's units: the plain run job under a mode that only hands each call on "
+     "(ms) vs plain run job", "hand_on_job_training_loop_p50_ms", "plain_job_training_loop_p50_ms",
+     "hand_on_job_over_plain", "", None),
+    ("... and the same in children forked from the bench's process once it has run the program bare and under the "
+     "mode (ms) vs bare", "forked_hand_on_mode_p50_ms", "forked_plain_p50_ms", "forked_hand_on_over_plain", "", None),
     ("HTTP grade training-loop p50 (ms) vs plain run job", "grade_training_loop_p50_ms",
      "plain_job_training_loop_p50_ms", "http_over_plain", _target("http_over_plain"), _meets("http_over_plain")),
     ("HTTP grade training-loop p50 (ms) vs cold subprocess", "grade_training_loop_p50_ms",

@@ -5,6 +5,8 @@ The benchmarks themselves run in `make bench`, not here: a test never asserts a 
 
 from __future__ import annotations
 
+import contextlib
+
 from bench.__main__ import discover
 from bench.summary import RATIO_TARGETS, headline, markdown, ratios_met, targets_met
 
@@ -34,6 +36,75 @@ def test_the_interception_floor_is_a_ratio_of_the_same_runs_two_in_process_figur
     assert head["hand_on_mode_over_plain"] == 1.5 and head["grade_over_plain"] == 2.5
     assert "| 12.0 | 8.0 | 1.5 |" in markdown(head)
     assert headline({"grading": {"plain_job_p50_ms": 20.0}})["hand_on_mode_over_plain"] is None  # not measured
+
+
+def test_the_floor_in_c_and_in_a_job_are_ratios_of_the_same_runs_figures():
+    head = headline({"grading": {"inprocess_plain_p50_ms": 8.0, "inprocess_hand_on_mode_p50_ms": 12.0,
+                                 "inprocess_c_hand_on_mode_p50_ms": 11.0, "plain_job_p50_ms": 20.0,
+                                 "hand_on_job_p50_ms": 29.0}})
+    assert head["c_hand_on_mode_over_plain"] == 1.375 and head["hand_on_job_over_plain"] == 1.45
+    table = markdown(head)
+    assert "| 11.0 | 8.0 | 1.4 |" in table and "| 29.0 | 20.0 | 1.4 |" in table
+    no_compiler = headline({"grading": {"inprocess_plain_p50_ms": 8.0, "inprocess_c_hand_on_mode_p50_ms": None}})
+    assert no_compiler["c_hand_on_mode_over_plain"] is None
+
+
+def test_the_hand_on_job_runs_the_program_as_it_is_under_a_mode_that_sees_every_call():
+    import contextlib
+    import io
+
+    import torch.overrides
+
+    from bench.grading import hand_on_job
+
+    code = 'import torch\nx = torch.ones(2) * 3\nprint(f"{x.sum().item():.1f} {{braces}} \'single\' \\"double\\"")\n'
+    outputs, seen = [], []
+    original = torch.overrides.TorchFunctionMode.__init__
+
+    def counting(self, *args, **kwargs):  # the job's mode, once it is made
+        seen.append(type(self).__name__)
+        original(self, *args, **kwargs)
+    for source in (code, hand_on_job(code)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), _patched(torch.overrides.TorchFunctionMode, "__init__", counting):
+            exec(compile(source, "main.py", "exec"), {"__name__": "__main__"})
+        outputs.append(out.getvalue())
+    assert outputs[0] == outputs[1] == "6.0 {braces} 'single' \"double\"\n"
+    assert seen == ["_HandOn"]  # only the wrapped program made a mode
+
+
+def test_the_hand_on_mode_in_c_hands_each_call_on(tmp_path):
+    import shutil
+    import sysconfig
+    import types
+
+    import pytest
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from bench.grading import c_hand_on
+
+    if shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is None:
+        pytest.skip("no C compiler: the bench reports this figure as not measured")
+    in_c = c_hand_on(tmp_path)
+    assert in_c is not None
+    mode = TorchFunctionMode()
+    mode.__torch_function__ = types.MethodType(in_c, mode)
+    with mode:
+        x = torch.arange(4.0)
+        y = torch.add(x, 1, alpha=2)  # keywords handed on
+        z = x.sum()  # a method, no keywords
+    assert y.tolist() == [2.0, 3.0, 4.0, 5.0] and z.item() == 6.0
+
+
+@contextlib.contextmanager
+def _patched(owner, name, value):
+    before = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, before)
 
 
 def test_summary_has_every_headline_key_with_ratios_and_targets():
