@@ -6,7 +6,8 @@ process, warm, one thread:
 - training-loop's solution on the CPU, on "simgpu", and on the CPU under a TorchFunctionMode that only hands each call
   on (the floor of the course's tracer, bench/grading.py), with the printed output compared;
 - a few ops and a small forward + backward on each, in a tight loop;
-- whether a child forked after a backward on "simgpu" can run a backward (the fork server warms its children so).
+- whether a child forked after a backward on "simgpu" can run a backward (the fork server warms its children so);
+- what a hand-off between two threads costs on this machine (autograd runs a device's backward on its own thread).
 
 Run it from the repository root: `.venv/bin/python bench/spikes/privateuse1/run.py` (about a minute: the build).
 """
@@ -14,6 +15,7 @@ Run it from the repository root: `.venv/bin/python bench/spikes/privateuse1/run.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import subprocess
@@ -46,9 +48,13 @@ def build(folder: Path) -> Path:
     return out
 
 
-def register(library: Path) -> None:
-    """Load the backend and name it "simgpu" (torch refuses "cuda": an in-tree device name)."""
+def register(library: Path):
+    """Load the backend and name it "simgpu" (torch refuses "cuda": an in-tree device name); return the library as a
+    Python module (its condvar_round_trip_us)."""
     torch.ops.load_library(str(library))
+    spec = importlib.util.spec_from_file_location("simdev", library)
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
     module = types.ModuleType("simgpu")
     module.is_available = lambda: True
     module.device_count = lambda: 1
@@ -58,6 +64,7 @@ def register(library: Path) -> None:
     module.get_amp_supported_dtype = lambda: [torch.float16]
     torch.utils.rename_privateuse1_backend("simgpu")
     torch._register_device_module("simgpu", module)
+    return loaded
 
 
 class HandOn(TorchFunctionMode):
@@ -113,7 +120,7 @@ def main() -> None:
     # the values are right (the printed losses are compared below)
     warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
     with tempfile.TemporaryDirectory() as folder:
-        register(build(Path(folder)))
+        library = register(build(Path(folder)))
     source = SOLUTION.read_text()
     on_simgpu = source.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")',
                                'torch.device("simgpu")')
@@ -137,6 +144,8 @@ def main() -> None:
         label = device + (" under the hand-on mode" if mode else "")
         print(f"  {label:28s} x * 2 {mul:5.2f} us   x @ w {matmul:5.2f} us   forward + backward {step:6.1f} us")
     print("a child forked after a backward on simgpu, running one:", fork_after_backward())
+    print(f"a round trip between two threads through a condition variable (this machine's hand-off): "
+          f"{library.condvar_round_trip_us(21):.1f} us")
 
 
 if __name__ == "__main__":
