@@ -25,6 +25,7 @@ import subprocess
 import sysconfig
 import tempfile
 import time
+import traceback
 import types
 from pathlib import Path
 
@@ -119,14 +120,19 @@ def _in_child(measure) -> float:
     if pid == 0:
         try:
             os.write(write, repr(measure()).encode())
+        except Exception:  # noqa: BLE001 - the child says why on stderr; the parent then has no figure
+            traceback.print_exc()
         finally:
             os._exit(0)
     os.close(write)
     try:
-        return float(os.read(read, 64))
+        figure = os.read(read, 64)
     finally:
         os.close(read)
         os.waitpid(pid, 0)
+    if not figure:
+        raise RuntimeError("a forked measurement ended without a figure (its traceback is above)")
+    return float(figure)
 
 
 def interception_floor(code: str, runs: int) -> dict:

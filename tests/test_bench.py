@@ -97,6 +97,16 @@ def test_the_hand_on_mode_in_c_hands_each_call_on(tmp_path):
     assert y.tolist() == [2.0, 3.0, 4.0, 5.0] and z.item() == 6.0
 
 
+def test_a_forked_measurement_brings_its_figure_back_or_says_it_has_none():
+    import pytest
+
+    from bench.grading import _in_child
+
+    assert _in_child(lambda: 2.5) == 2.5
+    with pytest.raises(RuntimeError, match="ended without a figure"):
+        _in_child(lambda: 1 / 0)
+
+
 @contextlib.contextmanager
 def _patched(owner, name, value):
     before = getattr(owner, name)
