@@ -137,8 +137,9 @@ def _in_child(measure) -> float:
 
 def interception_floor(code: str, runs: int) -> dict:
     """What a TorchFunctionMode that does nothing but hand each call on adds to the program, in this process (warm,
-    output discarded, CPU time of this thread): the least any tracer that sees every torch call can cost; and the
-    same mode with its __torch_function__ in C (None where there is no C compiler)."""
+    output discarded, CPU time of this thread): the least any tracer that sees every torch call can cost; the same
+    mode with its __torch_function__ in C (None where there is no C compiler); and the program bare and under the
+    mode in children forked from this process (_floor)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
