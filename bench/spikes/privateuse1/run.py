@@ -1,25 +1,40 @@
 """A spike, not part of `make bench`: does a simulated GPU below torch's Python layer cost less than the tracer's mode?
 
-Builds sim.cpp (a PrivateUse1 backend, "simgpu", whose ops run torch's CPU kernels on aliases of host memory through
-one boxed C++ fallback: no Python call per op) with the C++ compiler and torch's headers, then measures, in this
-process, warm, one thread:
+Builds sim.cpp (a backend whose ops run torch's CPU kernels on aliases of host memory through one boxed C++ fallback:
+no Python call per op) with the C++ compiler and torch's headers, twice.
+
+First as PrivateUse1, named "simgpu", and measures in this process, warm, one thread:
 - training-loop's solution on the CPU, on "simgpu", and on the CPU under a TorchFunctionMode that only hands each call
   on (the floor of the course's tracer, bench/grading.py), with the printed output compared;
 - a few ops and a small forward + backward on each, in a tight loop;
 - whether a child forked after a backward on "simgpu" can run a backward (the fork server warms its children so);
 - what a hand-off between two threads costs on this machine (autograd runs a device's backward on its own thread).
 
-Run it from the repository root: `.venv/bin/python bench/spikes/privateuse1/run.py` (about a minute: the build).
+Then under torch's own CUDA keys (-DSIM_CUDA), in a fresh process (`--cuda-key LIBRARY`: the library must be loaded
+before torch is), with autograd's engine started without device threads and run on the calling thread
+(cuda_key_main): what torch itself says of its tensors and a cross-device op, training-loop unchanged on the CPU and
+on "cuda" (warm, and in children forked from the warm process, as jobs are), the tight loops, and the fork check.
+
+Run it from the repository root: `.venv/bin/python bench/spikes/privateuse1/run.py` (about a minute: the builds).
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import sys
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--cuda-key"]:
+    # the CUDA build registers CUDA's hooks, which torch creates once, the first time it asks for them, and
+    # `import torch` asks: so the library goes in first (sim.cpp, CUDAHooks)
+    ctypes.CDLL(sys.argv[2], mode=os.RTLD_GLOBAL)
+
+# (the library above must come before torch)
 import contextlib
 import importlib.util
 import io
-import os
+import json
 import subprocess
-import sys
 import sysconfig
 import tempfile
 import time
@@ -35,11 +50,13 @@ SOLUTION = HERE.parents[2] / "exercises" / "training-loop" / "solution.py"
 RUNS = 21
 
 
-def build(folder: Path) -> Path:
-    """sim.cpp as a shared library against this torch (g++, C++20 as torch's headers expect, torch's ABI)."""
+def build(folder: Path, cuda_key: bool = False) -> Path:
+    """sim.cpp as a shared library against this torch (g++, C++20 as torch's headers expect, torch's ABI); under the
+    CUDA keys with cuda_key."""
     torch_dir = Path(torch.__file__).parent
-    out = folder / "simdev.so"
+    out = folder / ("simcuda.so" if cuda_key else "simdev.so")
     subprocess.run(["g++", "-O2", "-std=c++20", "-shared", "-fPIC", "-DTORCH_EXTENSION_NAME=simdev",
+                    *(["-DSIM_CUDA"] if cuda_key else []),
                     f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
                     f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
                     f"-I{sysconfig.get_paths()['include']}", str(HERE / "sim.cpp"), "-o", str(out),
@@ -48,13 +65,19 @@ def build(folder: Path) -> Path:
     return out
 
 
-def register(library: Path):
-    """Load the backend and name it "simgpu" (torch refuses "cuda": an in-tree device name); return the library as a
-    Python module (its condvar_round_trip_us)."""
-    torch.ops.load_library(str(library))
+def as_module(library: Path):
+    """The library's Python functions (condvar_round_trip_us, set_guard_devices)."""
     spec = importlib.util.spec_from_file_location("simdev", library)
     loaded = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loaded)
+    return loaded
+
+
+def register(library: Path):
+    """Load the backend and name it "simgpu" (torch refuses "cuda": an in-tree device name); return the library as a
+    Python module."""
+    torch.ops.load_library(str(library))
+    loaded = as_module(library)
     module = types.ModuleType("simgpu")
     module.is_available = lambda: True
     module.device_count = lambda: 1
@@ -94,18 +117,16 @@ def tight(call, n: int = 3000) -> float:
     return median(times) / 1000
 
 
-def fork_after_backward() -> str:
-    """Run a backward on "simgpu" in a forked child of this process (which has run one); say what happened."""
+def in_child(measure) -> str:
+    """measure() in a forked child of this process; what it returns, or its error's first line, as text."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            w = torch.ones(3, device="simgpu", requires_grad=True)
-            (w * 2).sum().backward()
-            message = b"ran"
-        except RuntimeError as exc:
-            message = str(exc).split("\n")[0].encode()
-        os.write(write, message)
+            message = str(measure())
+        except Exception as exc:  # noqa: BLE001 - the parent prints what went wrong
+            message = f"{type(exc).__name__}: " + str(exc).split("\n")[0]
+        os.write(write, message.encode())
         os._exit(0)
     os.close(write)
     text = os.read(read, 4096).decode()
@@ -114,7 +135,113 @@ def fork_after_backward() -> str:
     return text
 
 
+def fork_after_backward(device: str = "simgpu") -> str:
+    """Run a backward on `device` in a forked child of this process (which has run one); say what happened."""
+
+    def backward() -> str:
+        w = torch.ones(3, device=device, requires_grad=True)
+        (w * 2).sum().backward()
+        return f"ran (its gradient: {w.grad})"
+
+    return in_child(backward)
+
+
+def start_engine_on_calling_thread(library) -> None:
+    """Start autograd's engine as a CPU-only host would, then keep every backward on the calling thread.
+
+    The engine starts once, on the first backward: it makes a thread per device the guards report and, having made
+    one, refuses backwards in any later fork. Started while the guard reports no device, it makes neither. Backwards
+    on the calling thread then never look for a device thread (set_multithreading_enabled is per thread: a
+    backward in another thread of the program would)."""
+    library.set_guard_devices(0)
+    torch.ones(1, requires_grad=True).sum().backward()
+    library.set_guard_devices(1)
+    torch.autograd.set_multithreading_enabled(False)
+
+
+def h100_model() -> tuple:
+    """set_profile's figures for the course's H100: the machine profile's fp32 peak, memory bandwidth and capacity
+    (app/harness/machine/machines/h100.json, each with its source there), clock.py's efficiencies, kernel floor and
+    launch cost (each with its source there)."""
+    sys.path.insert(0, str(HERE.parents[2]))
+    from app.harness.machine import clock
+
+    figures = json.loads((HERE.parents[2] / "app" / "harness" / "machine" / "machines" / "h100.json").read_text())
+    return (figures["peak_flops"]["fp32"]["value"] * clock.COMPUTE_EFFICIENCY,
+            figures["memory_bandwidth"]["value"] * clock.MEMORY_EFFICIENCY, figures["total_memory"]["value"],
+            clock.KERNEL_FLOOR_S, clock.LAUNCH_S)
+
+
+def cuda_key_main(library: Path) -> None:
+    """The CUDA build, loaded before torch (see the top of this file): what torch says of its tensors, and what it
+    costs."""
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="An output with one or more elements was resized")  # as main()
+    loaded = as_module(library)
+    # torch.cuda's Python layer asks a CUDA runtime that a CPU-only build lacks: the course's harness answers these
+    torch.cuda._lazy_init = lambda: None
+    torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 1
+    start_engine_on_calling_thread(loaded)
+    on_gpu = torch.ones(2).cuda()
+    print(f"  torch's own words: {on_gpu!r}; device {on_gpu.device}, is_cuda {on_gpu.is_cuda}")
+    try:
+        on_gpu + torch.ones(2)
+    except RuntimeError as exc:
+        print(f"  a cross-device op: {exc}")
+    source = SOLUTION.read_text()
+    on_cpu_source = source.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+                                   'torch.device("cpu")')
+    assert on_cpu_source != source, "the solution no longer picks its device as this spike expects"
+    on_cpu, on_cuda = compile(on_cpu_source, "main.py", "exec"), compile(source, "main.py", "exec")
+    print("  training-loop, unchanged, prints the same on cuda as on the CPU:", once(on_cpu)[1] == once(on_cuda)[1])
+    profile = h100_model()
+
+    def modeled() -> float:
+        loaded.set_profile(*profile)
+        try:
+            return once(on_cuda)[0]
+        finally:
+            loaded.model_off()
+
+    runs = {"CPU": lambda: once(on_cpu)[0], "cuda": lambda: once(on_cuda)[0], "cuda with size and clock": modeled}
+    warm = {label: [] for label in runs}
+    for _ in range(RUNS):  # alternated, so a slower stretch of the machine falls on all three
+        for label, run_once in runs.items():
+            warm[label].append(run_once())
+    # ... and each run in a child forked from this warm process, as a job's child is (bench/grading.py, _floor)
+    forked = {label: [] for label in runs}
+    for _ in range(RUNS):
+        for label, run_once in runs.items():
+            forked[label].append(float(in_child(run_once)))
+    for where, figures in (("warm", warm), ("each in a forked child", forked)):
+        cpu = median(figures["CPU"])
+        print(f"  training-loop, {where}, p50 of {RUNS}: CPU {cpu:.2f} ms; " + "; ".join(
+            f"{label} {median(figures[label]):.2f} ms ({median(figures[label]) / cpu:.2f}x)"
+            for label in ("cuda", "cuda with size and clock")))
+    loaded.set_profile(*profile)
+    once(on_cuda)
+    state = loaded.model_state()
+    print(f"  what the model kept of one run on the H100: {state['kernels']:.0f} kernels, the stream busy until "
+          f"{state['stream_end_s'] * 1000:.2f} ms and the host's launches at {state['host_s'] * 1000:.2f} ms, "
+          f"{state['peak'] / 2**20:.2f} MiB held at most")
+    try:
+        torch.empty(profile[2] // 4 + 1, device="cuda")
+    except torch.OutOfMemoryError as exc:
+        print(f"  a tensor larger than the card: {type(exc).__name__}: {exc}")
+    loaded.model_off()
+    for device in ("cpu", "cuda"):
+        x = torch.randn(32, 1, device=device)
+        w = torch.randn(1, 16, device=device, requires_grad=True)
+        mul, matmul = tight(lambda: x * 2), tight(lambda: x @ w)
+        step = tight(lambda: (x @ w).pow(2).mean().backward(), 1000)
+        print(f"  {device:28s} x * 2 {mul:5.2f} us   x @ w {matmul:5.2f} us   forward + backward {step:6.1f} us")
+    print("  a child forked after a backward on cuda, running one:", fork_after_backward("cuda"))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--cuda-key"]:
+        return cuda_key_main(Path(sys.argv[2]))
     torch.set_num_threads(1)  # as every job runs
     # mse_loss hands the fallback an out= argument of the wrong shape, which torch resizes (and says so once):
     # the values are right (the printed losses are compared below)
@@ -146,6 +273,9 @@ def main() -> None:
     print("a child forked after a backward on simgpu, running one:", fork_after_backward())
     print(f"a round trip between two threads through a condition variable (this machine's hand-off): "
           f"{library.condvar_round_trip_us(21):.1f} us")
+    print("under torch's own CUDA keys, in a fresh process, autograd on the calling thread:", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run([sys.executable, __file__, "--cuda-key", str(build(Path(folder), cuda_key=True))], check=True)
 
 
 if __name__ == "__main__":
