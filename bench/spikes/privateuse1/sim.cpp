@@ -42,7 +42,8 @@ int g_guard_devices = 1;
 // app/harness/machine/allocator.py and clock.py): bytes held on the device against its capacity, rounded as torch's
 // caching allocator rounds them, and per op a roofline kernel on one stream plus the host's launch. Off until
 // set_profile hands over the machine profile's figures. Not modeled: the caching allocator's blocks and reserve,
-// streams but one, copies over the host link, the Python around an op; a view the fallback returns counts again.
+// streams but one, copies over the host link, the host's waits at a sync (.item()), the Python
+// around an op; a view the fallback returns counts again. (Backward kernels are charged as any op: they come here.)
 struct Model {
   bool on = false;
   double flops_per_s = 0, bytes_per_s = 0, kernel_floor_s = 0, launch_s = 0;
