@@ -15,6 +15,10 @@ before torch is), with autograd's engine started without device threads and run 
 (cuda_key_main): what torch itself says of its tensors and a cross-device op, training-loop unchanged on the CPU and
 on "cuda" (warm, and in children forked from the warm process, as jobs are), the tight loops, and the fork check.
 
+Last, in the target's own units: the course's sandbox server started with that build loaded first (`--server`, as
+the runner's `python`), and training-loop's solution as its `run` jobs, on the CPU and on "cuda" with the size and
+clock model on (in_the_sandbox).
+
 Run it from the repository root: `.venv/bin/python bench/spikes/privateuse1/run.py` (about a minute: the builds).
 """
 
@@ -24,7 +28,7 @@ import ctypes
 import os
 import sys
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--cuda-key"]:
+if __name__ == "__main__" and sys.argv[1:2] in (["--cuda-key"], ["--server"]):
     # the CUDA build registers CUDA's hooks, which torch creates once, the first time it asks for them, and
     # `import torch` asks: so the library goes in first (sim.cpp, CUDAHooks)
     ctypes.CDLL(sys.argv[2], mode=os.RTLD_GLOBAL)
@@ -34,6 +38,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import runpy
 import subprocess
 import sysconfig
 import tempfile
@@ -66,7 +71,7 @@ def build(folder: Path, cuda_key: bool = False) -> Path:
 
 
 def as_module(library: Path):
-    """The library's Python functions (condvar_round_trip_us, set_guard_devices)."""
+    """The library's Python functions (condvar_round_trip_us, set_profile, model_off, model_state)."""
     spec = importlib.util.spec_from_file_location("simdev", library)
     loaded = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loaded)
@@ -87,6 +92,9 @@ def register(library: Path):
     module.get_amp_supported_dtype = lambda: [torch.float16]
     torch.utils.rename_privateuse1_backend("simgpu")
     torch._register_device_module("simgpu", module)
+    # a tensor on the device before the first backward, so that the engine starts with its device thread, as it
+    # does on a real GPU host (sim.cpp, g_device_used): this part measures that thread's hand-off
+    torch.empty(0, device="simgpu")
     return loaded
 
 
@@ -146,16 +154,16 @@ def fork_after_backward(device: str = "simgpu") -> str:
     return in_child(backward)
 
 
-def start_engine_on_calling_thread(library) -> None:
-    """Start autograd's engine as a CPU-only host would, then keep every backward on the calling thread.
+def start_engine_on_calling_thread() -> None:
+    """Start autograd's engine as a CPU-only host would, then keep every backward on the calling thread. Call it
+    before any tensor is made on the device.
 
     The engine starts once, on the first backward: it makes a thread per device the guards report and, having made
-    one, refuses backwards in any later fork. Started while the guard reports no device, it makes neither. Backwards
-    on the calling thread then never look for a device thread (set_multithreading_enabled is per thread: a
-    backward in another thread of the program would)."""
-    library.set_guard_devices(0)
+    one, refuses backwards in any later fork. Until a tensor is on the device the guard reports none (sim.cpp,
+    g_device_used), so a CPU backward starts it with neither. Backwards on the calling thread then never look for
+    a device thread (set_multithreading_enabled is per thread: a backward in another thread of the program
+    would)."""
     torch.ones(1, requires_grad=True).sum().backward()
-    library.set_guard_devices(1)
     torch.autograd.set_multithreading_enabled(False)
 
 
@@ -182,7 +190,7 @@ def cuda_key_main(library: Path) -> None:
     torch.cuda._lazy_init = lambda: None
     torch.cuda.is_available = lambda: True
     torch.cuda.device_count = lambda: 1
-    start_engine_on_calling_thread(loaded)
+    start_engine_on_calling_thread()
     on_gpu = torch.ones(2).cuda()
     print(f"  torch's own words: {on_gpu!r}; device {on_gpu.device}, is_cuda {on_gpu.is_cuda}")
     try:
@@ -239,9 +247,94 @@ def cuda_key_main(library: Path) -> None:
     print("  a child forked after a backward on cuda, running one:", fork_after_backward("cuda"))
 
 
+# what a job on "cuda" runs before the learner's program: the three answers of torch.cuda's Python layer that the
+# course's harness gives (cuda_key_main)
+CUDA_ANSWERS = ("import torch\n"
+                "torch.cuda._lazy_init = lambda: None\n"
+                "torch.cuda.is_available = lambda: True\n"
+                "torch.cuda.device_count = lambda: 1\n")
+
+
+def warm_on_cuda() -> None:
+    """The first-use work on "cuda" that the server's warm-up does for the CPU and a real GPU (app/sandbox/warm.py,
+    _warm_gpu: a product, an optimizer step with SGD and with Adam), so that no job is the first to run the
+    fallback's code. torch.cuda's lazy initialisation is answered for it only: the server itself must still see no
+    CUDA."""
+    lazy_init = torch.cuda._lazy_init
+    torch.cuda._lazy_init = lambda: None
+    try:
+        x = torch.randn(64, 64, device="cuda")
+        (x @ x).sum().item()
+        model = torch.nn.Linear(4, 1).to("cuda")
+        for opt in (torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters(), lr=0.01)):
+            loss = torch.nn.functional.mse_loss(model(torch.randn(8, 4, device="cuda")),
+                                                torch.zeros(8, 1, device="cuda"))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        torch.cuda._lazy_init = lazy_init
+
+
+def server_main(library: Path, argv: list[str]) -> None:
+    """The course's sandbox server (`-m app.sandbox.server ...`, as the runner starts it) with the CUDA build loaded
+    before torch, autograd's engine started on the calling thread, and the size and clock model on, so that every job
+    forked from it may use "cuda"."""
+    start_engine_on_calling_thread()
+    warm_on_cuda()
+    as_module(library).set_profile(*h100_model())
+    assert argv[0] == "-m", argv
+    sys.path.insert(0, str(HERE.parents[2]))  # as `python -m` from the repository root
+    sys.argv = [argv[1], *argv[2:]]
+    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+
+
+def in_the_sandbox(library: Path, folder: Path) -> None:
+    """training-loop's solution as the course's `run` jobs (sandbox, PLAIN_CPU: no tracer) on a fork server that has
+    the CUDA build: unchanged (it picks the CPU: torch.cuda answers no), and after CUDA_ANSWERS (it picks "cuda"),
+    alternated; p50 of each, end to end as bench/grading.py times its plain job."""
+    sys.path.insert(0, str(HERE.parents[2]))
+    from app.core.config import Settings
+    from app.harness.contract import PLAIN_CPU
+    from app.runner import BlockingRunner, Job
+
+    python = folder / "python"  # what the runner starts as `python -m app.sandbox.server ...`
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" --server "{library}" "$@"\n')
+    python.chmod(0o755)
+    # each job ends by saying where its model was, which the comparison of their outputs leaves out
+    solution = SOLUTION.read_text() + 'print("the model on", next(model.parameters()).device)\n'
+    jobs = {"CPU": solution, "cuda, with size and clock": CUDA_ANSWERS + solution}
+    times = {label: [] for label in jobs}
+    outputs = {}
+    settings = Settings(env="test", secret_key="spike", runner_queue_size=1000)
+    with BlockingRunner(settings, python=str(python)) as runner:
+        for i in range(3 + RUNS):  # 3 to warm up, as bench/grading.py's WARMUP
+            for label, code in jobs.items():
+                time.sleep(0.05)  # the pool refills, as bench/grading.py's PAUSE_S
+                started = time.perf_counter()
+                result = runner.run(Job(code=code, filename="main.py", host=PLAIN_CPU))
+                elapsed = (time.perf_counter() - started) * 1000
+                assert result.status == "ok", (label, result.status, result.stderr[-2000:])
+                outputs[label] = result.stdout.splitlines()
+                if i >= 3:
+                    times[label].append(elapsed)
+        too_large = runner.run(Job(code=CUDA_ANSWERS + "try:\n    torch.empty(85027979264 // 4 + 1, device='cuda')\n"
+                                   "except torch.OutOfMemoryError as exc:\n    print(type(exc).__name__, exc)\n",
+                                   filename="main.py", host=PLAIN_CPU))
+    print("  training-loop prints the same losses in both jobs:", len({tuple(o[:-1]) for o in outputs.values()}) == 1,
+          "; " + "; ".join(f"{label}: {o[-1]}" for label, o in outputs.items()))
+    print("  a job asking for more than the card holds:", too_large.stdout.strip() or too_large.stderr[-300:])
+    cpu = median(times["CPU"])
+    label = "cuda, with size and clock"
+    print(f"  training-loop as a sandboxed run job, p50 of {RUNS}: CPU {cpu:.1f} ms; {label} "
+          f"{median(times[label]):.1f} ms ({median(times[label]) / cpu:.2f}x)")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--cuda-key"]:
         return cuda_key_main(Path(sys.argv[2]))
+    if sys.argv[1:2] == ["--server"]:
+        return server_main(Path(sys.argv[2]), sys.argv[3:])
     torch.set_num_threads(1)  # as every job runs
     # mse_loss hands the fallback an out= argument of the wrong shape, which torch resizes (and says so once):
     # the values are right (the printed losses are compared below)
@@ -275,7 +368,10 @@ def main() -> None:
           f"{library.condvar_round_trip_us(21):.1f} us")
     print("under torch's own CUDA keys, in a fresh process, autograd on the calling thread:", flush=True)
     with tempfile.TemporaryDirectory() as folder:
-        subprocess.run([sys.executable, __file__, "--cuda-key", str(build(Path(folder), cuda_key=True))], check=True)
+        cuda_build = build(Path(folder), cuda_key=True)
+        subprocess.run([sys.executable, __file__, "--cuda-key", str(cuda_build)], check=True)
+        print("the same, loaded in the course's sandbox server (jobs are its forks):", flush=True)
+        in_the_sandbox(cuda_build, Path(folder))
 
 
 if __name__ == "__main__":

@@ -35,8 +35,11 @@
 
 namespace {
 constexpr auto kSim = c10::DeviceType::SIM_KEY;
-// the devices the guard reports; autograd's engine starts a thread per device (and forbids forks after) unless 0
-int g_guard_devices = 1;
+// Whether a tensor has been made on the device. Until one has, the guard reports no device: autograd's engine starts
+// on its first backward, and makes a thread per device the guards then report; having made one, it refuses
+// backwards in any later fork. So a process that warms up on the CPU before forking (the course's fork server)
+// starts the engine with no device thread, and its forks may run backwards on the device.
+bool g_device_used = false;
 
 // The simulated card's size and clock, at the least they could cost below Python (the course's own are in Python:
 // app/harness/machine/allocator.py and clock.py): bytes held on the device against its capacity, rounded as torch's
@@ -74,6 +77,7 @@ void free_held(void* ctx) {
 
 struct SimAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
+    g_device_used = true;
     const int64_t counted = hold(static_cast<int64_t>(n));
     void* p = n ? std::malloc(n) : nullptr;
     return {p, new Held{p, counted}, &free_held, c10::Device(kSim, 0)};
@@ -92,7 +96,7 @@ struct SimGuard final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device) const noexcept override {}
   c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream exchangeStream(c10::Stream s) const override { return s; }
-  c10::DeviceIndex deviceCount() const noexcept override { return g_guard_devices; }
+  c10::DeviceIndex deviceCount() const noexcept override { return g_device_used ? 1 : 0; }
   // events and streams have nothing to wait for (autograd's engine records one between streams it thinks differ)
   void record(void** event, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {
     *event = reinterpret_cast<void*>(1);
@@ -163,6 +167,7 @@ at::Tensor cpu_alias(const at::Tensor& t) {
 
 // a simulated tensor over a CPU result's storage, which it keeps alive
 at::Tensor sim_wrap(const at::Tensor& cpu) {
+  g_device_used = true;
   const auto& from = cpu.storage();
   auto* keep = new Kept{from, 0};
   try {
@@ -362,7 +367,6 @@ double condvar_round_trip_us(int rounds) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("condvar_round_trip_us", &condvar_round_trip_us);
-  m.def("set_guard_devices", [](int n) { g_guard_devices = n; });
   // the model's figures (effective: the profile's peak and bandwidth times clock.py's efficiencies), and on
   m.def("set_profile", [](double flops_per_s, double bytes_per_s, int64_t capacity, double kernel_floor_s,
                           double launch_s) {
