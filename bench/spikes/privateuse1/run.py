@@ -38,6 +38,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import resource
 import runpy
 import subprocess
 import sysconfig
@@ -143,6 +144,13 @@ def in_child(measure) -> str:
     return text
 
 
+def minor_faults(call) -> int:
+    """The minor page faults this process takes while call() runs."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    call()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
 def fork_after_backward(device: str = "simgpu") -> str:
     """Run a backward on `device` in a forked child of this process (which has run one); say what happened."""
 
@@ -227,6 +235,13 @@ def cuda_key_main(library: Path) -> None:
         print(f"  training-loop, {where}, p50 of {RUNS}: CPU {cpu:.2f} ms; " + "; ".join(
             f"{label} {median(figures[label]):.2f} ms ({median(figures[label]) / cpu:.2f}x)"
             for label in ("cuda", "cuda with size and clock")))
+    # the page faults of one run in such a child: each first write to a page it shares with its parent copies it
+    faults = {label: [] for label in ("CPU", "cuda")}
+    for _ in range(RUNS):
+        for label in faults:
+            faults[label].append(float(in_child(lambda label=label: minor_faults(runs[label]))))
+    print("  minor page faults of one run in a forked child, p50: " + "; ".join(
+        f"{label} {median(values):.0f}" for label, values in faults.items()))
     loaded.set_profile(*profile)
     once(on_cuda)
     state = loaded.model_state()
