@@ -1,7 +1,9 @@
-// A spike, not part of the course: a PrivateUse1 backend ("simgpu") whose tensors keep host memory and whose ops run
-// torch's CPU kernels on aliases of that memory (no copy), with no Python call per op. It measures what a simulated
-// GPU below torch's Python layer would cost at least (bench/README.md, "The floor of any tracer built on a mode").
-// It keeps no memory figures, no clock and no facts; ops the fallback cannot alias correctly are not its concern.
+// A spike, not part of the course: a device backend whose tensors keep host memory and whose ops run torch's CPU
+// kernels on aliases of that memory (no copy), with no Python call per op. It measures what a simulated GPU below
+// torch's Python layer would cost at least (bench/README.md, "The floor of any tracer built on a mode" and "Below
+// Python, second pass"). Built as PrivateUse1 ("simgpu"), or with -DSIM_CUDA under torch's own CUDA keys. It keeps
+// a minimal size and clock (Model), off until set_profile, and no facts; ops the fallback cannot alias correctly
+// are not its concern.
 #include <torch/extension.h>
 #include <pybind11/stl.h>
 #include <ATen/EmptyTensor.h>
