@@ -71,6 +71,13 @@ def build(folder: Path, cuda_key: bool = False) -> Path:
     return out
 
 
+def on_device(source: str, device: str) -> str:
+    """training-loop's solution with its device fixed to `device` where it picks one."""
+    fixed = source.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")', f'torch.device("{device}")')
+    assert fixed != source, "the solution no longer picks its device as this spike expects"
+    return fixed
+
+
 def as_module(library: Path):
     """The library's Python functions (condvar_round_trip_us, set_profile, model_off, model_state)."""
     spec = importlib.util.spec_from_file_location("simdev", library)
@@ -206,10 +213,7 @@ def cuda_key_main(library: Path) -> None:
     except RuntimeError as exc:
         print(f"  a cross-device op: {exc}")
     source = SOLUTION.read_text()
-    on_cpu_source = source.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")',
-                                   'torch.device("cpu")')
-    assert on_cpu_source != source, "the solution no longer picks its device as this spike expects"
-    on_cpu, on_cuda = compile(on_cpu_source, "main.py", "exec"), compile(source, "main.py", "exec")
+    on_cpu, on_cuda = compile(on_device(source, "cpu"), "main.py", "exec"), compile(source, "main.py", "exec")
     print("  training-loop, unchanged, prints the same on cuda as on the CPU:", once(on_cpu)[1] == once(on_cuda)[1])
     profile = h100_model()
 
@@ -357,10 +361,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         library = register(build(Path(folder)))
     source = SOLUTION.read_text()
-    on_simgpu = source.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")',
-                               'torch.device("simgpu")')
-    assert on_simgpu != source, "the solution no longer picks its device as this spike expects"
-    on_cpu, on_sim = compile(source, "main.py", "exec"), compile(on_simgpu, "main.py", "exec")
+    on_cpu, on_sim = compile(source, "main.py", "exec"), compile(on_device(source, "simgpu"), "main.py", "exec")
     print("training-loop prints the same on simgpu as on the CPU:", once(on_cpu)[1] == once(on_sim)[1])
     cpu, sim, mode = [], [], []
     for _ in range(RUNS):  # alternated, so a slower stretch of the machine falls on all three

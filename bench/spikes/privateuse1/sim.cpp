@@ -111,8 +111,9 @@ struct SimGuard final : c10::impl::DeviceGuardImplInterface {
 using SimKeyGuard = SimGuard<kSim>;
 C10_REGISTER_GUARD_IMPL(SIM_KEY, SimKeyGuard);
 
-#ifndef SIM_CUDA
-struct SimHooks final : at::PrivateUse1HooksInterface {
+// the device's hooks: the same answers under PrivateUse1's interface or CUDA's
+template <class Interface>
+struct SimHooks : Interface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
@@ -123,23 +124,15 @@ struct SimHooks final : at::PrivateUse1HooksInterface {
   }
   at::Device getDeviceFromPtr(void*) const override { return c10::Device(kSim, 0); }
 };
-SimHooks g_hooks;
+#ifndef SIM_CUDA
+SimHooks<at::PrivateUse1HooksInterface> g_hooks;
 struct RegisterHooks { RegisterHooks() { at::RegisterPrivateUse1HooksInterface(&g_hooks); } } g_register_hooks;
 #else
 // CUDA's hooks, under the name torch looks for: autograd's engine asks them (through at::getAccelerator) whether CUDA
 // is built, and then for its streams. torch creates them once, on first use, which `import torch` makes: so this
 // library must be loaded before torch's Python module is (ctypes.CDLL, RTLD_GLOBAL), or torch keeps its "not built".
-struct CUDAHooks final : at::CUDAHooksInterface {
+struct CUDAHooks final : SimHooks<at::CUDAHooksInterface> {
   explicit CUDAHooks(at::CUDAHooksArgs) {}
-  bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return true; }
-  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  c10::DeviceIndex deviceCount() const override { return 1; }
-  c10::DeviceIndex getCurrentDevice() const override { return 0; }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
-    return at::detail::getDefaultCPUGenerator();
-  }
-  at::Device getDeviceFromPtr(void*) const override { return c10::Device(kSim, 0); }
 };
 }  // namespace
 namespace at { REGISTER_CUDA_HOOKS(CUDAHooks); }
