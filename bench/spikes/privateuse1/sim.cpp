@@ -89,11 +89,10 @@ struct SimAllocator final : c10::Allocator {
 };
 SimAllocator g_alloc;
 
-template <c10::DeviceType D>
 struct SimGuard final : c10::impl::DeviceGuardImplInterface {
-  c10::DeviceType type() const override { return D; }
-  c10::Device exchangeDevice(c10::Device) const override { return c10::Device(D, 0); }
-  c10::Device getDevice() const override { return c10::Device(D, 0); }
+  c10::DeviceType type() const override { return kSim; }
+  c10::Device exchangeDevice(c10::Device) const override { return c10::Device(kSim, 0); }
+  c10::Device getDevice() const override { return c10::Device(kSim, 0); }
   void setDevice(c10::Device) const override {}
   void uncheckedSetDevice(c10::Device) const noexcept override {}
   c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
@@ -108,8 +107,7 @@ struct SimGuard final : c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void*) const override {}
   void synchronizeStream(const c10::Stream&) const override {}
 };
-using SimKeyGuard = SimGuard<kSim>;
-C10_REGISTER_GUARD_IMPL(SIM_KEY, SimKeyGuard);
+C10_REGISTER_GUARD_IMPL(SIM_KEY, SimGuard);
 
 // the device's hooks: the same answers under PrivateUse1's interface or CUDA's
 template <class Interface>
