@@ -299,6 +299,7 @@ def server_main(library: Path, argv: list[str]) -> None:
     """The course's sandbox server (`-m app.sandbox.server ...`, as the runner starts it) with the CUDA build loaded
     before torch, autograd's engine started on the calling thread, and the size and clock model on, so that every job
     forked from it may use "cuda"."""
+    warnings.filterwarnings("ignore", message="An output with one or more elements was resized")  # as main()
     start_engine_on_calling_thread()
     warm_on_cuda()
     as_module(library).set_profile(*h100_model())
