@@ -54,6 +54,12 @@ from torch.overrides import TorchFunctionMode
 HERE = Path(__file__).parent
 SOLUTION = HERE.parents[2] / "exercises" / "training-loop" / "solution.py"
 RUNS = 21
+# torch.cuda's Python layer asks a CUDA runtime that a CPU-only build lacks: the three answers the course's harness
+# gives, run before a program on "cuda" (cuda_key_main, and the sandbox's jobs)
+CUDA_ANSWERS = ("import torch\n"
+                "torch.cuda._lazy_init = lambda: None\n"
+                "torch.cuda.is_available = lambda: True\n"
+                "torch.cuda.device_count = lambda: 1\n")
 
 
 def build(folder: Path, cuda_key: bool = False) -> Path:
@@ -133,6 +139,23 @@ def tight(call, n: int = 3000) -> float:
     return median(times) / 1000
 
 
+def print_tight(device: str, mode=None) -> None:
+    """A few ops and a small forward + backward on `device` (under `mode`), each in a tight loop."""
+    x = torch.randn(32, 1, device=device)
+    w = torch.randn(1, 16, device=device, requires_grad=True)
+    with mode or contextlib.nullcontext():
+        mul, matmul = tight(lambda: x * 2), tight(lambda: x @ w)
+        step = tight(lambda: (x @ w).pow(2).mean().backward(), 1000)
+    label = device + (" under the hand-on mode" if mode else "")
+    print(f"  {label:28s} x * 2 {mul:5.2f} us   x @ w {matmul:5.2f} us   forward + backward {step:6.1f} us")
+
+
+def quiet_resize_warning() -> None:
+    """mse_loss hands the fallback an out= argument of the wrong shape, which torch resizes (and says so once): the
+    values are right (every part compares the printed losses)."""
+    warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+
+
 def in_child(measure) -> str:
     """measure() in a forked child of this process; what it returns, or its error's first line, as text."""
     read, write = os.pipe()
@@ -199,12 +222,9 @@ def cuda_key_main(library: Path) -> None:
     """The CUDA build, loaded before torch (see the top of this file): what torch says of its tensors, and what it
     costs."""
     torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", message="An output with one or more elements was resized")  # as main()
+    quiet_resize_warning()
     loaded = as_module(library)
-    # torch.cuda's Python layer asks a CUDA runtime that a CPU-only build lacks: the course's harness answers these
-    torch.cuda._lazy_init = lambda: None
-    torch.cuda.is_available = lambda: True
-    torch.cuda.device_count = lambda: 1
+    exec(CUDA_ANSWERS, {})
     start_engine_on_calling_thread()
     on_gpu = torch.ones(2).cuda()
     print(f"  torch's own words: {on_gpu!r}; device {on_gpu.device}, is_cuda {on_gpu.is_cuda}")
@@ -258,20 +278,8 @@ def cuda_key_main(library: Path) -> None:
         print(f"  a tensor larger than the card: {type(exc).__name__}: {exc}")
     loaded.model_off()
     for device in ("cpu", "cuda"):
-        x = torch.randn(32, 1, device=device)
-        w = torch.randn(1, 16, device=device, requires_grad=True)
-        mul, matmul = tight(lambda: x * 2), tight(lambda: x @ w)
-        step = tight(lambda: (x @ w).pow(2).mean().backward(), 1000)
-        print(f"  {device:28s} x * 2 {mul:5.2f} us   x @ w {matmul:5.2f} us   forward + backward {step:6.1f} us")
+        print_tight(device)
     print("  a child forked after a backward on cuda, running one:", fork_after_backward("cuda"))
-
-
-# what a job on "cuda" runs before the learner's program: the three answers of torch.cuda's Python layer that the
-# course's harness gives (cuda_key_main)
-CUDA_ANSWERS = ("import torch\n"
-                "torch.cuda._lazy_init = lambda: None\n"
-                "torch.cuda.is_available = lambda: True\n"
-                "torch.cuda.device_count = lambda: 1\n")
 
 
 def warm_on_cuda() -> None:
@@ -299,7 +307,7 @@ def server_main(library: Path, argv: list[str]) -> None:
     """The course's sandbox server (`-m app.sandbox.server ...`, as the runner starts it) with the CUDA build loaded
     before torch, autograd's engine started on the calling thread, and the size and clock model on, so that every job
     forked from it may use "cuda"."""
-    warnings.filterwarnings("ignore", message="An output with one or more elements was resized")  # as main()
+    quiet_resize_warning()
     start_engine_on_calling_thread()
     warm_on_cuda()
     as_module(library).set_profile(*h100_model())
@@ -338,7 +346,8 @@ def in_the_sandbox(library: Path, folder: Path) -> None:
                 outputs[label] = result.stdout.splitlines()
                 if i >= 3:
                     times[label].append(elapsed)
-        too_large = runner.run(Job(code=CUDA_ANSWERS + "try:\n    torch.empty(85027979264 // 4 + 1, device='cuda')\n"
+        capacity = h100_model()[2]
+        too_large = runner.run(Job(code=CUDA_ANSWERS + f"try:\n    torch.empty({capacity} // 4 + 1, device='cuda')\n"
                                    "except torch.OutOfMemoryError as exc:\n    print(type(exc).__name__, exc)\n",
                                    filename="main.py", host=PLAIN_CPU))
     print("  training-loop prints the same losses in both jobs:", len({tuple(o[:-1]) for o in outputs.values()}) == 1,
@@ -356,9 +365,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--server"]:
         return server_main(Path(sys.argv[2]), sys.argv[3:])
     torch.set_num_threads(1)  # as every job runs
-    # mse_loss hands the fallback an out= argument of the wrong shape, which torch resizes (and says so once):
-    # the values are right (the printed losses are compared below)
-    warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+    quiet_resize_warning()
     with tempfile.TemporaryDirectory() as folder:
         library = register(build(Path(folder)))
     source = SOLUTION.read_text()
@@ -373,13 +380,7 @@ def main() -> None:
           f"({median(sim) / median(cpu):.2f}x); CPU under the hand-on mode {median(mode):.2f} ms "
           f"({median(mode) / median(cpu):.2f}x)")
     for device, mode in (("cpu", None), ("simgpu", None), ("cpu", HandOn())):
-        x = torch.randn(32, 1, device=device)
-        w = torch.randn(1, 16, device=device, requires_grad=True)
-        with mode or contextlib.nullcontext():
-            mul, matmul = tight(lambda: x * 2), tight(lambda: x @ w)
-            step = tight(lambda: (x @ w).pow(2).mean().backward(), 1000)
-        label = device + (" under the hand-on mode" if mode else "")
-        print(f"  {label:28s} x * 2 {mul:5.2f} us   x @ w {matmul:5.2f} us   forward + backward {step:6.1f} us")
+        print_tight(device, mode)
     print("a child forked after a backward on simgpu, running one:", fork_after_backward())
     print(f"a round trip between two threads through a condition variable (this machine's hand-off): "
           f"{library.condvar_round_trip_us(21):.1f} us")
