@@ -16,7 +16,8 @@ instead (its warnings' places too: warning_lines.py):
   '/srv/.../main.py'"). The file is now written in the job's working directory (an isolated job's own temp
   dir: OWN_FOLDER), and multiprocessing looks there. A spawned process is a new interpreter: it imports the plain
   torch of the sandbox, without the simulated GPU (a spawned worker that only reads data, as lesson 4 recommends,
-  behaves as on a real host; one that asks for CUDA finds none).
+  behaves as on a real host; one that asks for CUDA finds none, and `torch.multiprocessing.spawn` on simulated GPUs
+  says so in one line: machine/unsimulated.py).
 - **Its random state.** An unseeded `torch.rand(2)` printed the same numbers in every job one server ran (one
   learner's run after another's, every rank of a job alike), where `python main.py` prints new ones each time and
   torchrun's ranks each draw their own. A new interpreter seeds:

@@ -144,8 +144,9 @@ def test_mocked_two_gpus_are_distinct_devices_that_refuse_to_mix():
 
 
 def test_mocked_gpu_unsimulated_cuda_apis_say_so_in_one_line():
-    code = ("import torch\nfor call in (lambda: torch.cuda.CUDAGraph(), torch.cuda.memory_snapshot,\n"
-            "             lambda: torch.cuda.utilization(0)):\n"
+    code = ("import torch\nimport torch.multiprocessing as mp\n"
+            "for call in (lambda: torch.cuda.CUDAGraph(), torch.cuda.memory_snapshot,\n"
+            "             lambda: torch.cuda.utilization(0), lambda: mp.spawn(print, nprocs=2)):\n"
             "    try:\n        call()\n    except RuntimeError as exc:\n        print(type(exc).__name__, exc)\n")
     read, write = os.pipe()
     payload = {"code": code, "filename": "main.py", "mode": "run", "host": DEFAULT_HOST.payload(), "grade": None}
@@ -156,8 +157,11 @@ def test_mocked_gpu_unsimulated_cuda_apis_say_so_in_one_line():
         out, err = proc.communicate(json.dumps(payload).encode(), timeout=60)
     assert proc.returncode == 0, err.decode()
     assert out.decode().splitlines() == [
-        f"NotSimulatedError not simulated on this CPU-only host: torch.cuda.{api}; it works on a real GPU"
-        for api in ("CUDAGraph", "memory_snapshot", "utilization")]
+        f"NotSimulatedError not simulated on this CPU-only host: {api}; it works on a real GPU"
+        for api in ("torch.cuda.CUDAGraph", "torch.cuda.memory_snapshot", "torch.cuda.utilization",
+                    # the DDP tutorials' launcher: its processes would be new interpreters without the simulated GPUs
+                    "torch.multiprocessing.spawn (the processes it starts are new interpreters, without this host's "
+                    "simulated GPUs; start one process per GPU with torchrun instead)")]
 
 
 def test_outside_a_sandbox_the_learners_file_is_not_written_where_the_harness_runs(tmp_path):

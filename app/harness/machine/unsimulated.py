@@ -28,8 +28,16 @@ NOT_SIMULATED = [
     ("torch.cuda.memory", "_dump_snapshot"), ("torch.cuda.jiterator", "_create_jit_fn"),
     ("torch.cuda.jiterator", "_create_multi_output_jit_fn"), ("torch.cuda.nccl", "all_reduce"),
     ("torch.cuda.nccl", "reduce"), ("torch.cuda.nccl", "broadcast"), ("torch.cuda.nccl", "all_gather"),
-    ("torch.cuda.nccl", "reduce_scatter"), ("torch", "compile"),
+    ("torch.cuda.nccl", "reduce_scatter"), ("torch", "compile"), ("torch.multiprocessing", "spawn"),
 ]
+# what the one line adds after an API's name, where the name alone would not say why or what to do instead
+WHY = {
+    # multiprocessing's spawn starts a new interpreter, which imports the plain torch of the sandbox: the harness is
+    # not there (jobs cannot read it), so its processes have no simulated GPU, and the sandbox gives a one-process job
+    # no network for their init_process_group. DDP tutorials start their ranks this way; torchrun is simulated.
+    "torch.multiprocessing.spawn": " (the processes it starts are new interpreters, without this host's simulated "
+                                   "GPUs; start one process per GPU with torchrun instead)",
+}
 _LEGACY_TYPES = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
                  "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
 _DTYPES = dict(zip(_LEGACY_TYPES, [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
@@ -89,7 +97,8 @@ def install(patches) -> None:
         module = _module(dotted)
         original = getattr(module, name, None)
         if original is not None:
-            patches.set(module, name, _stand_in(f"{dotted}.{name}", original))
+            api = f"{dotted}.{name}"
+            patches.set(module, name, _stand_in(api + WHY.get(api, ""), original))
     for name in _LEGACY_TYPES:
         patches.set(torch.cuda, name, _LegacyType(name, (), {"dtype": _DTYPES[name]}))
     patches.set(torch.cuda, "is_current_stream_capturing", lambda: False)
