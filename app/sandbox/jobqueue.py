@@ -15,7 +15,7 @@ import time
 from app.sandbox import child as childmod
 from app.sandbox import gpus, startup
 from app.sandbox.job_limits import Limits
-from app.sandbox.jobstate import RunningJob
+from app.sandbox.jobstate import RunningJob, has_modeled_clock
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
 
@@ -178,7 +178,7 @@ class JobQueue:
                 proc.cgroup.set_cores(copies)
             except OSError as exc:
                 log(f"could not give job {job_id} a core per copy of its program: {exc}")
-        job = RunningJob(job_id, proc, self.send, key=key)
+        job = RunningJob(job_id, proc, self.send, key=key, modeled_clock=has_modeled_clock(payload))
         job.cpu_base = (proc.cgroup.cpu_seconds() or 0.0) if proc.cgroup is not None else 0.0
         proc.job = job
         self.jobs[job_id] = job

@@ -31,21 +31,38 @@ LIMIT_MESSAGES = {
     "output": "output limit of {output_kib} KiB reached; the rest of the output was dropped and the program stopped",
     "pids": "process/thread limit of {pids} reached (a fork or a new thread was refused)",
 }
+# what a limit's sentence adds for a job on a simulated GPU with its clock (its host's `clock`, docs/grading.md "The
+# program's clocks"): the program's clocks read the modeled card's time, and this host computes every op's values on
+# its CPU, so a loop that runs until some of that time has passed repeats as often as on the real card, each time at
+# the CPU's pace (torch.utils.benchmark's blocked_autorange, which PyTorch's timing recipe uses, is such a loop)
+MODELED_CLOCK_HINTS = {
+    "wall": "; on a simulated GPU this host computes every op's values on its CPU, far slower than the card's modeled "
+            "time, so a loop that runs until some time has passed (time.perf_counter, Timer.blocked_autorange) repeats "
+            "as often as on the real card: time a fixed number of runs instead, e.g. Timer(...).timeit(100)",
+}
 
 
-def limit_message(limit: str, limits) -> str:
-    """Return the human sentence for a limit that was hit."""
+def limit_message(limit: str, limits, modeled_clock: bool = False) -> str:
+    """Return the human sentence for a limit that was hit (modeled_clock: the job ran on a simulated GPU's clock)."""
     return LIMIT_MESSAGES[limit].format(
         wall_s=limits.wall_s, cpu_s=limits.cpu_s, memory_mib=limits.memory_bytes >> 20,
         output_kib=limits.output_bytes >> 10, pids=limits.pids,
-    )
+    ) + (MODELED_CLOCK_HINTS.get(limit, "") if modeled_clock else "")
+
+
+def has_modeled_clock(payload: dict) -> bool:
+    """Whether a job's program runs on a simulated GPU's clock (SimulatedHost.payload()'s `clock`)."""
+    host = payload.get("host")
+    return isinstance(host, dict) and bool(host.get("clock"))
 
 
 class RunningJob:
     """One job between its payload being written and its result being sent."""
 
-    def __init__(self, job_id: str, child, send: Callable[[dict], None], key: str | None = None) -> None:
+    def __init__(self, job_id: str, child, send: Callable[[dict], None], key: str | None = None,
+                 modeled_clock: bool = False) -> None:
         self.id = job_id
+        self.modeled_clock = modeled_clock  # has_modeled_clock(its payload): its limits' sentences say more
         self.key = key  # what the report must echo; handed over once, when the harness asks (channel.py)
         self.key_requests = 0
         self.status_token = bytearray()
@@ -181,7 +198,7 @@ class RunningJob:
         elif self.cancelled:
             status, message = "cancelled", "cancelled before it finished"
         elif limit:
-            status, message = "limit", limit_message(limit, self.limits)
+            status, message = "limit", limit_message(limit, self.limits, self.modeled_clock)
             if not self.noted:  # wall, CPU and output limits are noted when the server stops the job
                 self.note(message)
         elif exit_code == 0:

@@ -192,7 +192,7 @@ class ForkServer(JobQueue):
         if limit and job.limit_hit is None:
             job.limit_hit = limit
             if limit in ("wall", "cpu", "output"):
-                job.note(limit_message(limit, job.limits))
+                job.note(limit_message(limit, job.limits, job.modeled_clock))
         job.cancelled = job.cancelled or cancelled
         job.killed = True
         self._kill_proc(job.child)

@@ -178,3 +178,66 @@ def test_clock_gettime_reads_the_modeled_clock_and_cpu_time_stays_real(tmp_path:
     # the CPU-time clocks stay the host's: the emulation of ten products on the CPU took real CPU time
     assert gpu["CLOCK_PROCESS_CPUTIME_ID"] > 3 * gpu["perf_counter"], gpu
     assert out["realtime_vs_time"] < 1e-3 and out["monotonic_vs_monotonic"] < 1e-3, out
+
+
+TIMEIT = r'''
+import json, time, timeit, torch
+import torch.utils.benchmark as benchmark
+a = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+def step():
+    a @ a
+    torch.cuda.synchronize()
+start = time.perf_counter()
+for _ in range(10):
+    step()
+by_hand = (time.perf_counter() - start) / 10
+print(json.dumps({"perf_counter": by_hand * 1e3, "timeit.timeit": timeit.timeit(step, number=10) / 10 * 1e3,
+                  "timeit.Timer": timeit.Timer(step).timeit(10) / 10 * 1e3,
+                  "timeit.repeat": min(timeit.repeat(step, repeat=2, number=5)) / 5 * 1e3,
+                  "benchmark.Timer": benchmark.Timer("a @ a", globals={"a": a}).timeit(10).mean * 1e3}))
+'''
+
+
+def test_timeit_and_torch_benchmark_read_the_modeled_clock(tmp_path: Path):
+    """timeit (imported by the fork server before a job's clocks exist) bound the real perf_counter as its default
+    timer: timeit.timeit and torch.utils.benchmark's Timer, the tool PyTorch's docs recommend for timing, read the
+    host's time, milliseconds for a product perf_counter read in microseconds. Each reads the GPU's now."""
+    out = figures(tmp_path, TIMEIT)
+    # a synchronized 1024 fp32 product on an H100: 40-64 us of kernel (test_clock_gettime's range), its launch and
+    # the sync's round trip; the CPU that emulates it takes milliseconds
+    for name, ms in out.items():
+        assert 0.03 <= ms <= 0.1, (name, out)
+        assert abs(ms - out["perf_counter"]) <= 0.02, (name, out)
+
+
+DEADLINE_LOOP = r'''
+import time, torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
+a = torch.randn(512, 512, device=device)
+runs, start = 0, time.perf_counter()
+while time.perf_counter() - start < 0.2:  # PyTorch's blocked_autorange waits so, for 0.2 s of the program's clock
+    a @ a
+    torch.cuda.synchronize() if device == "cuda" else None
+    runs += 1
+print("done", runs)
+'''
+
+
+def test_a_loop_until_gpu_time_has_passed_reaches_the_wall_limit_and_the_sandbox_says_why(tmp_path: Path):
+    """The host computes each simulated op's values on its CPU, far slower than the modeled card: a loop that runs
+    for 0.2 s of the GPU's clock repeats as often as on the real card (thousands of times), at the CPU's pace. The
+    laptop (no GPU, the host's own clock) runs the same file to its end in 0.2 s; on the simulated H100 the wall
+    limit stops it, and its sentence says why and what to do instead."""
+    script = tmp_path / "main.py"
+    script.write_text(DEADLINE_LOOP)
+    env = {**os.environ, "COURSE_ENV": "development", "COURSE_SANDBOX_WALL_S": "3"}
+    laptop = subprocess.run([*COURSE, "run", "--machine", "cpu", str(script)], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert laptop.returncode == 0 and laptop.stdout.startswith("done "), laptop.stderr
+    assert "blocked_autorange" not in laptop.stderr
+    h100 = subprocess.run([*COURSE, "run", str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert h100.returncode == 1 and "done" not in h100.stdout, (h100.stdout, h100.stderr)
+    assert ("wall-clock limit of 3 s reached; the program was stopped; on a simulated GPU this host computes every "
+            "op's values on its CPU") in h100.stderr, h100.stderr
+    assert "time a fixed number of runs instead, e.g. Timer(...).timeit(100)" in h100.stderr

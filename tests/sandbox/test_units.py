@@ -7,10 +7,11 @@ import json
 import signal
 from types import SimpleNamespace
 
+from app.harness.contract import DEFAULT_HOST, PLAIN_CPU
 from app.runner.local import finished
 from app.sandbox import protocol
 from app.sandbox.job_limits import Limits
-from app.sandbox.jobstate import REPORT_REFUSED, RunningJob
+from app.sandbox.jobstate import REPORT_REFUSED, RunningJob, has_modeled_clock, limit_message
 
 
 def test_frames_roundtrip_in_pieces():
@@ -44,6 +45,22 @@ def test_memory_error_traceback_means_memory_limit():
     job.status = 1 << 8
     result = job.result(cgroup_oom=False, pids_hit=False, setup_error=None)
     assert (result["status"], result["limit_hit"], result["exit_code"]) == ("limit", "memory", 1)
+
+
+def test_the_wall_limit_says_more_for_a_job_on_a_simulated_gpus_clock():
+    """Only a job whose program reads a simulated GPU's clock gets the hint (tests/harness/test_device_clock.py runs
+    such a job to its limit); the laptop, the plain CPU and other limits keep their sentence."""
+    assert has_modeled_clock({"host": DEFAULT_HOST.payload()})
+    assert not has_modeled_clock({"host": PLAIN_CPU.payload()}) and not has_modeled_clock({"host": None})
+    limits = Limits(wall_s=3)
+    plain = "wall-clock limit of 3 s reached; the program was stopped"
+    assert limit_message("wall", limits) == plain
+    assert limit_message("wall", limits, modeled_clock=True).startswith(plain + "; on a simulated GPU ")
+    assert limit_message("cpu", limits, modeled_clock=True) == limit_message("cpu", limits)
+    job = RunningJob("j", SimpleNamespace(limits=limits), lambda m: None, modeled_clock=True)
+    job.status = signal.SIGKILL
+    job.limit_hit = "wall"
+    assert "Timer(...).timeit(100)" in job.result(cgroup_oom=False, pids_hit=False, setup_error=None)["message"]
 
 
 def test_signal_and_setup_error():

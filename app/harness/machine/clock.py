@@ -27,6 +27,7 @@ import ctypes
 import selectors
 import threading
 import time
+import timeit
 
 import torch
 from torch.utils import flop_counter
@@ -50,6 +51,11 @@ REAL_TIME_NS = time.time_ns
 REAL_SLEEP = time.sleep
 REAL_CLOCK_GETTIME = time.clock_gettime
 REAL_CLOCK_GETTIME_NS = time.clock_gettime_ns
+# timeit's functions whose default timer is the real perf_counter, bound when timeit was imported (the fork server
+# imports it before a job's clocks exist): timeit.timeit(stmt, number=n) and timeit.Timer read the host's time while
+# time.perf_counter read the GPU's. torch.utils.benchmark's Timer reads `timeit.default_timer` at each call
+# (torch/utils/benchmark/utils/timer.py, `timer`), which install_clocks replaces too.
+TIMEIT_DEFAULTS = (timeit.timeit, timeit.repeat, timeit.Timer.__init__)
 # the selectors whose select() waits on the program's behalf (selectors.py: the poll-like ones share one); the
 # program's waits in them move its clock on (DeviceClock.install_waits)
 SELECTORS = tuple(getattr(selectors, name) for name in (
@@ -710,6 +716,10 @@ class DeviceClock:
         patches.set(time, "time", lambda: self._bases[2] + now())
         patches.set(time, "time_ns", lambda: int((self._bases[2] + now()) * 1e9))
         patches.set(time, "sleep", self.sleep)
+        patches.set(timeit, "default_timer", time.perf_counter)
+        for function in TIMEIT_DEFAULTS:
+            patches.set(function, "__defaults__", tuple(time.perf_counter if default is REAL_PERF else default
+                                                        for default in function.__defaults__))
 
         def clock_gettime(clk_id):
             base = self._clock_bases.get(clk_id)

@@ -314,7 +314,9 @@ class Patches:
 
     def set(self, owner, name: str, value) -> None:
         """Set owner.name = value, remembering what was there."""
-        self.saved.append((owner, name, owner.__dict__.get(name, self._MISSING)))
+        # a function's defaults live in a slot, not in its __dict__: putting them back means setting them again
+        original = owner.__defaults__ if name == "__defaults__" else owner.__dict__.get(name, self._MISSING)
+        self.saved.append((owner, name, original))
         setattr(owner, name, value)
 
     def restore(self) -> None:
