@@ -35,11 +35,11 @@ LIMIT_MESSAGES = {
 # program's clocks"): the program's clocks read the modeled card's time, and this host computes every op's values on
 # its CPU, so a loop that runs until some of that time has passed repeats as often as on the real card, each time at
 # the CPU's pace (torch.utils.benchmark's blocked_autorange, which PyTorch's timing recipe uses, is such a loop)
-MODELED_CLOCK_HINTS = {
-    "wall": "; on a simulated GPU this host computes every op's values on its CPU, far slower than the card's modeled "
-            "time, so a loop that runs until some time has passed (time.perf_counter, Timer.blocked_autorange) repeats "
-            "as often as on the real card: time a fixed number of runs instead, e.g. Timer(...).timeit(100)",
-}
+# the CPU limit too: torch's kernels run on every core of the job, so such a loop may spend its CPU seconds first
+_OUTRUN = ("; on a simulated GPU this host computes every op's values on its CPU, far slower than the card's modeled "
+           "time, so a loop that runs until some time has passed (time.perf_counter, Timer.blocked_autorange) repeats "
+           "as often as on the real card: time a fixed number of runs instead, e.g. Timer(...).timeit(100)")
+MODELED_CLOCK_HINTS = {"wall": _OUTRUN, "cpu": _OUTRUN}
 
 
 def limit_message(limit: str, limits, modeled_clock: bool = False) -> str:

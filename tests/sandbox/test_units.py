@@ -49,14 +49,16 @@ def test_memory_error_traceback_means_memory_limit():
 
 def test_the_wall_limit_says_more_for_a_job_on_a_simulated_gpus_clock():
     """Only a job whose program reads a simulated GPU's clock gets the hint (tests/harness/test_device_clock.py runs
-    such a job to its limit); the laptop, the plain CPU and other limits keep their sentence."""
+    such a job to its limit), and only for the limits such a loop reaches, wall and CPU time; the laptop, the plain
+    CPU and the other limits keep their sentence."""
     assert has_modeled_clock({"host": DEFAULT_HOST.payload()})
     assert not has_modeled_clock({"host": PLAIN_CPU.payload()}) and not has_modeled_clock({"host": None})
     limits = Limits(wall_s=3)
     plain = "wall-clock limit of 3 s reached; the program was stopped"
     assert limit_message("wall", limits) == plain
     assert limit_message("wall", limits, modeled_clock=True).startswith(plain + "; on a simulated GPU ")
-    assert limit_message("cpu", limits, modeled_clock=True) == limit_message("cpu", limits)
+    assert limit_message("cpu", limits, modeled_clock=True).startswith(limit_message("cpu", limits) + "; on a ")
+    assert limit_message("memory", limits, modeled_clock=True) == limit_message("memory", limits)
     job = RunningJob("j", SimpleNamespace(limits=limits), lambda m: None, modeled_clock=True)
     job.status = signal.SIGKILL
     job.limit_hit = "wall"
