@@ -15,7 +15,7 @@ import time
 from app.sandbox import child as childmod
 from app.sandbox import gpus, startup
 from app.sandbox.job_limits import Limits
-from app.sandbox.jobstate import RunningJob, has_modeled_clock
+from app.sandbox.jobstate import RunningJob
 from app.sandbox.startup import log
 from app.sandbox.warm import Warm
 
@@ -56,6 +56,13 @@ def copies_of(payload: dict, real_gpu: bool = False) -> int:
     grade = payload.get("grade")
     others = grade.get("elsewhere") if isinstance(grade, dict) and payload.get("mode") == "grade" else None
     return 1 + len(others) if isinstance(others, list) and not real_gpu else 1
+
+
+def has_modeled_clock(payload: dict) -> bool:
+    """Whether a job's program runs on a simulated GPU's clock (SimulatedHost.payload()'s `clock`): its wall and CPU
+    limits' sentences then say why a loop until GPU time has passed runs out (jobstate.MODELED_CLOCK_HINTS)."""
+    host = payload.get("host")
+    return isinstance(host, dict) and bool(host.get("clock"))
 
 
 class JobQueue:

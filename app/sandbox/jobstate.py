@@ -50,19 +50,13 @@ def limit_message(limit: str, limits, modeled_clock: bool = False) -> str:
     ) + (MODELED_CLOCK_HINTS.get(limit, "") if modeled_clock else "")
 
 
-def has_modeled_clock(payload: dict) -> bool:
-    """Whether a job's program runs on a simulated GPU's clock (SimulatedHost.payload()'s `clock`)."""
-    host = payload.get("host")
-    return isinstance(host, dict) and bool(host.get("clock"))
-
-
 class RunningJob:
     """One job between its payload being written and its result being sent."""
 
     def __init__(self, job_id: str, child, send: Callable[[dict], None], key: str | None = None,
                  modeled_clock: bool = False) -> None:
         self.id = job_id
-        self.modeled_clock = modeled_clock  # has_modeled_clock(its payload): its limits' sentences say more
+        self.modeled_clock = modeled_clock  # jobqueue.has_modeled_clock(its payload): its limits' sentences say more
         self.key = key  # what the report must echo; handed over once, when the harness asks (channel.py)
         self.key_requests = 0
         self.status_token = bytearray()

@@ -44,11 +44,11 @@ print(json.dumps([s.elapsed_time(e), s2.elapsed_time(e2), cuda]))
 '''
 
 
-def run(tmp_path: Path, code: str, *args: str) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, code: str, *args: str, wall_s: int = 120) -> subprocess.CompletedProcess:
     script = tmp_path / "main.py"
     script.write_text(code)
     return subprocess.run([*COURSE, "run", *args, str(script)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COURSE_ENV": "development", "COURSE_SANDBOX_WALL_S": "120"})
+                          env={**os.environ, "COURSE_ENV": "development", "COURSE_SANDBOX_WALL_S": str(wall_s)})
 
 
 def figures(tmp_path: Path, code: str = FIGURES) -> dict:
@@ -229,14 +229,10 @@ def test_a_loop_until_gpu_time_has_passed_reaches_the_wall_limit_and_the_sandbox
     for 0.2 s of the GPU's clock repeats as often as on the real card (thousands of times), at the CPU's pace. The
     laptop (no GPU, the host's own clock) runs the same file to its end in 0.2 s; on the simulated H100 the wall
     limit stops it, and its sentence says why and what to do instead."""
-    script = tmp_path / "main.py"
-    script.write_text(DEADLINE_LOOP)
-    env = {**os.environ, "COURSE_ENV": "development", "COURSE_SANDBOX_WALL_S": "3"}
-    laptop = subprocess.run([*COURSE, "run", "--machine", "cpu", str(script)], capture_output=True, text=True,
-                            timeout=120, env=env)
+    laptop = run(tmp_path, DEADLINE_LOOP, "--machine", "cpu", wall_s=3)
     assert laptop.returncode == 0 and laptop.stdout.startswith("done "), laptop.stderr
     assert "blocked_autorange" not in laptop.stderr
-    h100 = subprocess.run([*COURSE, "run", str(script)], capture_output=True, text=True, timeout=120, env=env)
+    h100 = run(tmp_path, DEADLINE_LOOP, wall_s=3)
     assert h100.returncode == 1 and "done" not in h100.stdout, (h100.stdout, h100.stderr)
     assert ("wall-clock limit of 3 s reached; the program was stopped; on a simulated GPU this host computes every "
             "op's values on its CPU") in h100.stderr, h100.stderr

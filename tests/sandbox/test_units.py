@@ -11,7 +11,8 @@ from app.harness.contract import DEFAULT_HOST, PLAIN_CPU
 from app.runner.local import finished
 from app.sandbox import protocol
 from app.sandbox.job_limits import Limits
-from app.sandbox.jobstate import REPORT_REFUSED, RunningJob, has_modeled_clock, limit_message
+from app.sandbox.jobqueue import has_modeled_clock
+from app.sandbox.jobstate import REPORT_REFUSED, RunningJob, limit_message
 
 
 def test_frames_roundtrip_in_pieces():

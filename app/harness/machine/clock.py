@@ -716,9 +716,10 @@ class DeviceClock:
         patches.set(time, "time", lambda: self._bases[2] + now())
         patches.set(time, "time_ns", lambda: int((self._bases[2] + now()) * 1e9))
         patches.set(time, "sleep", self.sleep)
-        patches.set(timeit, "default_timer", time.perf_counter)
+        program_perf = time.perf_counter  # the modeled one, set above
+        patches.set(timeit, "default_timer", program_perf)
         for function in TIMEIT_DEFAULTS:
-            patches.set(function, "__defaults__", tuple(time.perf_counter if default is REAL_PERF else default
+            patches.set(function, "__defaults__", tuple(program_perf if default is REAL_PERF else default
                                                         for default in function.__defaults__))
 
         def clock_gettime(clk_id):

@@ -13,6 +13,7 @@ a real GPU` (messages.NotSimulatedError), never an AttributeError from torch's i
 from __future__ import annotations
 
 import os
+import types
 import uuid
 
 import torch
@@ -314,8 +315,10 @@ class Patches:
 
     def set(self, owner, name: str, value) -> None:
         """Set owner.name = value, remembering what was there."""
-        # a function's defaults live in a slot, not in its __dict__: putting them back means setting them again
-        original = owner.__defaults__ if name == "__defaults__" else owner.__dict__.get(name, self._MISSING)
+        # an attribute its type keeps in a slot (a getset or member descriptor, as a function's __defaults__) is not in
+        # the owner's __dict__: it is put back by setting it again, not by deleting it
+        slot = isinstance(getattr(type(owner), name, None), (types.GetSetDescriptorType, types.MemberDescriptorType))
+        original = getattr(owner, name) if slot else owner.__dict__.get(name, self._MISSING)
         self.saved.append((owner, name, original))
         setattr(owner, name, value)
 
